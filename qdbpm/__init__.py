@@ -1,0 +1,35 @@
+"""qdbpm: QuestDB Parquet partition metadata (`_pm`) — write, read, verify and prune."""
+
+from .errors import (
+    ChecksumError,
+    CorruptFileError,
+    ParquetFormatError,
+    PmError,
+    SnapshotNotFoundError,
+    StorageError,
+    UnsupportedFeatureError,
+)
+from .reader import ParquetMeta, open
+from .desc import ByteRefs, Column, Description
+from .writer import write_new, write_update
+from .api import compact
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ByteRefs",
+    "ChecksumError",
+    "Column",
+    "CorruptFileError",
+    "Description",
+    "ParquetFormatError",
+    "ParquetMeta",
+    "PmError",
+    "SnapshotNotFoundError",
+    "StorageError",
+    "UnsupportedFeatureError",
+    "compact",
+    "open",
+    "write_new",
+    "write_update",
+]

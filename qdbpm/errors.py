@@ -1,0 +1,39 @@
+"""The one errors module. Every bad-input error is a PmError, and so also a ValueError."""
+
+__all__ = [
+    "PmError",
+    "CorruptFileError",
+    "ChecksumError",
+    "UnsupportedFeatureError",
+    "SnapshotNotFoundError",
+    "ParquetFormatError",
+    "StorageError",
+]
+
+
+class PmError(ValueError):
+    """Base of every bad-input error raised by qdbpm."""
+
+
+class CorruptFileError(PmError):
+    """A `_pm` structural violation: size, offset or section out of range, truncated, invalid value."""
+
+
+class ChecksumError(CorruptFileError):
+    """The footer CRC does not match the bytes it covers."""
+
+
+class UnsupportedFeatureError(PmError):
+    """An unknown required feature bit (32..63) is set."""
+
+
+class SnapshotNotFoundError(PmError):
+    """No footer reachable through the PREV chain matches the pinned Parquet size."""
+
+
+class ParquetFormatError(PmError):
+    """The Parquet input is unusable: magic, truncated or corrupt footer, chunks with file_path."""
+
+
+class StorageError(PmError, OSError):
+    """Object-store or file bytes do not match what the `_pm` says (past the end, short read)."""
