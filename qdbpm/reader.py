@@ -62,11 +62,16 @@ class ParquetMeta:
         try:
             self._buf = np.frombuffer(self._mm, dtype=np.uint8)
             self.pm_size = committed
-            self._parse_header()
+            # Only trailers and fixed footer fields are read before the CRC check, so a flipped
+            # byte anywhere it covers is reported as a checksum mismatch, not as whatever
+            # structural error the flip happens to cause.
             self._footer = self._find_snapshot(parquet_size)
-            self._parse_footer()
+            self.crc_offset = self._footer.start + self._footer.length - L.CRC_SIZE
+            self.stored_crc = _u32(self._buf, self.crc_offset)
             if verify:
                 self.verify_checksum()
+            self._parse_header()
+            self._parse_footer()
             self._parse_blocks()
         except BaseException:
             self.close()
@@ -192,11 +197,6 @@ class ParquetMeta:
             raise self._err(f"FOOTER_LENGTH trailer at offset {size - 4} = {length}: shorter than the "
                             f"{L.min_footer_size(0)}-byte minimum footer")
         fixed = np.frombuffer(buf, L.FOOTER_DTYPE, count=1, offset=start)[0]
-        rgc = int(fixed["row_group_count"])
-        need = L.min_footer_size(rgc)
-        if length < need:
-            raise self._err(f"footer at {start}: ROW_GROUP_COUNT at offset {start + 12} = {rgc} needs at "
-                            f"least {need} bytes but FOOTER_LENGTH is {length}")
         return _Footer(size, start, length, fixed)
 
     def _find_snapshot(self, parquet_size) -> _Footer:
@@ -239,6 +239,10 @@ class ParquetMeta:
         self.parquet_footer_length = int(fx["parquet_footer_length"])
         self.parquet_size = ft.parquet_size
         self.row_group_count = rgc = int(fx["row_group_count"])
+        need = L.min_footer_size(rgc)
+        if ft.length < need:
+            raise self._err(f"footer at {ft.start}: ROW_GROUP_COUNT at offset {ft.start + 12} = {rgc} needs "
+                            f"at least {need} bytes but FOOTER_LENGTH is {ft.length}")
         self.unused_bytes = int(fx["unused_bytes"])
         self.prev_pm_size = int(fx["prev_pm_size"])
         self.footer_feature_flags = fff = int(fx["footer_feature_flags"])
@@ -247,7 +251,7 @@ class ParquetMeta:
             raise self._err(f"footer at {ft.start}: FOOTER_FEATURE_FLAGS at offset {ft.start + 32} = "
                             f"0x{fff:016x}: unknown required bits 0x{unknown_required:016x}",
                             UnsupportedFeatureError)
-        self.crc_offset = crc_pos = ft.start + ft.length - L.CRC_SIZE
+        crc_pos = self.crc_offset
         entries_at = ft.start + L.FOOTER_FIXED_SIZE
         self.block_offsets = np.frombuffer(buf, L.U32, count=rgc, offset=entries_at).astype(np.int64) << L.BLOCK_OFFSET_SHIFT
         pos = entries_at + L.ROW_GROUP_ENTRY_SIZE * rgc
@@ -277,7 +281,6 @@ class ParquetMeta:
             if not unknown_optional:
                 raise self._err(f"footer at {ft.start}: {crc_pos - pos} bytes between the last known section "
                                 f"(ends at {pos}) and the CRC at {crc_pos}, and no feature flag explains them")
-        self.stored_crc = _u32(buf, crc_pos)
 
     def _parse_scratchpad(self, pos, crc_pos):
         buf, start = self._buf, pos

@@ -33,7 +33,7 @@ def _check_description(d: Description) -> None:
         raise PmError(f"chunks must be a (row_groups, {ncols}) array of CHUNK_DTYPE, got {d.chunks.dtype} {d.chunks.shape}")
     if np.shape(d.num_rows) != (d.chunks.shape[0],):
         raise PmError(f"num_rows has shape {np.shape(d.num_rows)}, expected ({d.chunks.shape[0]},)")
-    if len(d.chunks) and int(d.chunks["codec"].max()) > L.CODEC_MAX:
+    if d.chunks.size and int(d.chunks["codec"].max()) > L.CODEC_MAX:
         raise PmError(f"codec {int(d.chunks['codec'].max())} is not a Parquet codec (0..7)")
     for i, c in enumerate(d.columns):
         if not 0 <= c.physical_type <= L.PHYSICAL_TYPE_MAX:
@@ -144,13 +144,14 @@ def _encode_chunks(d: Description) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         has = (n > 0) & (n <= L.OOL_MAX_LENGTH)
         inl = has & (n <= L.INLINE_STAT_MAX)
         ool = has & ~inl
-        if st.start.size and (np.any(st.start[has] < 0) or np.any(st.start[has] + n[has] > len(data) - 8)):
+        s_k = st.start[..., k]
+        if s_k.size and (np.any(s_k[has] < 0) or np.any(s_k[has] + n[has] > len(data) - 8)):
             raise PmError("stat bytes reference outside their buffer")
         flags = np.where(has, flags | present, flags & np.uint8(0xFF & ~exact)).astype(np.uint8)
         flags = np.where(inl, flags | inlined, flags).astype(np.uint8)
         idx = np.nonzero(inl)
         if idx[0].size:
-            s = st.start[..., k][idx]
+            s = s_k[idx]
             m = n[idx]
             gather = data[s[:, None] + np.arange(8)]
             gather[np.arange(8)[None, :] >= m[:, None]] = 0
@@ -255,8 +256,9 @@ def external_bloom_entries(d: Description, rows) -> np.ndarray:
     n = d.blooms.length[np.asarray(rows, np.int64)][:, sel]
     s = d.blooms.start[np.asarray(rows, np.int64)][:, sel]
     present = n > 0
-    if np.any(s[present] <= 0):
-        raise PmError("an external bloom filter must lie after the Parquet magic (offset > 0)")
+    if np.any(s[present] <= 0) or np.any(s[present] + n[present] > d.parquet_footer_offset):
+        raise PmError("an external bloom filter must lie inside the Parquet data: after the magic and "
+                      f"before the footer at {d.parquet_footer_offset}")
     ent["offset"] = np.where(present, s, 0)
     ent["length"] = np.where(present, n, 0)
     return ent

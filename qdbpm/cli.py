@@ -1,0 +1,202 @@
+"""Command line: `qdbpm inspect | verify | demo ...`. Argument parsing and printing only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from . import layout as L
+from .errors import PmError
+from .reader import open as open_pm
+from .types import decode_stat
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors: one line, exit 2
+        self.exit(2, f"{self.prog}: usage error: {message}\n")
+
+
+def _flags_names(flags, table):
+    names = [name for bit, name in table if flags & bit]
+    unknown = flags & ~sum(bit for bit, _ in table)
+    if unknown:
+        names.append(f"0x{unknown:x}")
+    return "|".join(names) or "-"
+
+
+HEADER_FLAG_NAMES = [
+    (L.FEATURE_BLOOM_FILTERS, "BLOOM_FILTERS"),
+    (L.FEATURE_BLOOM_FILTERS_EXTERNAL, "BLOOM_FILTERS_EXTERNAL"),
+    (L.FEATURE_SORTING_IS_DTS_ASC, "SORTING_IS_DTS_ASC"),
+    (L.FEATURE_SQUASH_TRACKER, "SQUASH_TRACKER"),
+]
+FOOTER_FLAG_NAMES = [(L.FOOTER_FEATURE_SEQ_TXN, "SEQ_TXN"), (L.FOOTER_FEATURE_SCRATCHPAD, "SCRATCHPAD")]
+
+
+def describe(pm) -> dict:
+    """Everything `inspect` shows, as plain JSON-able data."""
+    cols = []
+    for i, c in enumerate(pm.columns):
+        cols.append({
+            "index": i,
+            "name": pm.column_names[i],
+            "id": int(c["id"]),
+            "type": int(c["type"]),
+            "type_name": L.qdb_type_name(int(c["type"])),
+            "physical_type": L.PHYSICAL_TYPE_NAMES[int(c["physical_type"])],
+            "fixed_byte_len": int(c["fixed_byte_len"]),
+            "repetition": L.REPETITION_NAMES.get(L.flags_repetition(int(c["flags"]))),
+            "flags": int(c["flags"]),
+            "max_rep_level": int(c["max_rep_level"]),
+            "max_def_level": int(c["max_def_level"]),
+            "bloom": bool(np.any(pm.bloom_columns == i)),
+        })
+    rgs = []
+    for r in range(pm.row_group_count):
+        chunks = []
+        for c in range(pm.column_count):
+            ch = pm.chunks[r, c]
+            mn, mx = pm.stat_bytes(r, c)
+            pt, tc = int(pm.columns[c]["physical_type"]), int(pm.columns[c]["type"])
+            flags = int(ch["stat_flags"])
+            chunks.append({
+                "column": pm.column_names[c],
+                "codec": L.CODEC_NAMES[int(ch["codec"])],
+                "encodings": [n for b, n in enumerate(L.ENCODING_BIT_NAMES) if int(ch["encodings"]) >> b & 1],
+                "num_values": int(ch["num_values"]),
+                "byte_range_start": int(ch["byte_range_start"]),
+                "total_compressed": int(ch["total_compressed"]),
+                "null_count": int(ch["null_count"]) if flags & L.STAT_NULL_COUNT_PRESENT else None,
+                "distinct_count": int(ch["distinct_count"]) if flags & L.STAT_DISTINCT_COUNT_PRESENT else None,
+                "min": decode_stat(mn, pt, tc),
+                "max": decode_stat(mx, pt, tc),
+                "min_exact": bool(flags & L.STAT_MIN_EXACT) if mn is not None else None,
+                "max_exact": bool(flags & L.STAT_MAX_EXACT) if mx is not None else None,
+                "bloom": pm.bloom_filter(r, c) is not None or pm.bloom_ref(r, c) is not None,
+            })
+        rgs.append({"index": r, "num_rows": int(pm.num_rows[r]), "block_offset": int(pm.block_offsets[r]),
+                    "chunks": chunks})
+    return {
+        "path": pm.path,
+        "pm_size": pm.pm_size,
+        "snapshot_pm_size": pm.snapshot_pm_size,
+        "parquet_size": pm.parquet_size,
+        "parquet_footer_offset": pm.parquet_footer_offset,
+        "parquet_footer_length": pm.parquet_footer_length,
+        "feature_flags": pm.feature_flags,
+        "feature_flag_names": _flags_names(pm.feature_flags, HEADER_FLAG_NAMES),
+        "footer_feature_flags": pm.footer_feature_flags,
+        "designated_timestamp": pm.designated_timestamp,
+        "sorting_columns": [{"column": i, "descending": d} for i, d in pm.sorting_columns],
+        "unused_bytes": pm.unused_bytes,
+        "squash_tracker": pm.squash_tracker,
+        "seq_txn": pm.seq_txn,
+        "scratchpad": None if pm.scratchpad is None else [{"code": c, "hex": v.hex()} for c, v in pm.scratchpad],
+        "snapshots": pm.snapshots(),
+        "columns": cols,
+        "row_groups": rgs,
+    }
+
+
+def _print_inspect(info, out, max_row_groups):
+    w = out.write
+    w(f"{info['path']}: _pm {info['pm_size']} bytes, snapshot at {info['snapshot_pm_size']}, "
+      f"Parquet {info['parquet_size']} bytes (footer {info['parquet_footer_offset']}+{info['parquet_footer_length']})\n")
+    w(f"features: {info['feature_flag_names']}   footer features: "
+      f"{_flags_names(info['footer_feature_flags'], FOOTER_FLAG_NAMES)}   unused bytes: {info['unused_bytes']}\n")
+    dts = info["designated_timestamp"]
+    w(f"designated timestamp: {info['columns'][dts]['name'] if dts >= 0 else '-'}   sorting: "
+      + (", ".join(f"{info['columns'][s['column']]['name']}{' desc' if s['descending'] else ''}"
+                   for s in info["sorting_columns"]) or "-") + "\n")
+    for key in ("squash_tracker", "seq_txn"):
+        if info[key] is not None:
+            w(f"{key}: {info[key]}\n")
+    w("snapshots (Parquet size, newest first): " + ", ".join(map(str, info["snapshots"])) + "\n\n")
+    w(f"{'#':>3} {'name':<20} {'type':<16} {'physical':<20} {'rep':<9} {'id':>4} bloom\n")
+    for c in info["columns"]:
+        w(f"{c['index']:>3} {c['name'][:20]:<20} {c['type_name'][:16]:<16} {c['physical_type']:<20} "
+          f"{c['repetition']:<9} {c['id']:>4} {'yes' if c['bloom'] else ''}\n")
+    rgs = info["row_groups"]
+    w(f"\n{len(rgs)} row groups\n")
+    for rg in rgs[:max_row_groups]:
+        w(f"row group {rg['index']}: {rg['num_rows']} rows, block at {rg['block_offset']}\n")
+        for ch in rg["chunks"]:
+            w(f"    {ch['column'][:20]:<20} {ch['codec']:<12} bytes [{ch['byte_range_start']}, +{ch['total_compressed']})"
+              f" nulls={ch['null_count']} min={ch['min']!r} max={ch['max']!r}"
+              f"{' bloom' if ch['bloom'] else ''}\n")
+    if len(rgs) > max_row_groups:
+        w(f"... {len(rgs) - max_row_groups} more row groups (use --all or --json)\n")
+
+
+def cmd_inspect(args):
+    with open_pm(args.pm_file, parquet_size=args.snapshot) as pm:
+        info = describe(pm)
+    if args.json:
+        json.dump(info, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        _print_inspect(info, sys.stdout, 1 << 62 if args.all else 20)
+    return 0
+
+
+def cmd_verify(args):
+    bad = 0
+    for path in args.pm_files:
+        try:
+            with open_pm(path) as pm:
+                snaps = pm.snapshots()
+                for size in snaps[1:]:
+                    with open_pm(path, parquet_size=size):
+                        pass
+                print(f"OK   {path}: {pm.row_group_count} row groups, {len(snaps)} snapshots, {pm.pm_size} bytes")
+        except (PmError, OSError) as e:
+            bad += 1
+            print(f"FAIL {path}: {_one_line(e)}")
+    return 1 if bad else 0
+
+
+def cmd_demo(args):
+    from .demo import run_demo
+
+    return run_demo(args)
+
+
+def _one_line(e):
+    return str(e).replace("\n", " ")
+
+
+def build_parser():
+    p = _Parser(prog="qdbpm", description="QuestDB Parquet partition metadata (_pm) tools")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("inspect", help="show a _pm file: header, columns, snapshots, row groups and stats")
+    s.add_argument("pm_file")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--snapshot", type=int, metavar="PARQUET_SIZE", help="pin the snapshot of this Parquet size")
+    s.add_argument("--all", action="store_true", help="print every row group (default: first 20)")
+    s.set_defaults(func=cmd_inspect)
+
+    s = sub.add_parser("verify", help="verify CRC and structure of _pm files (every snapshot)")
+    s.add_argument("pm_files", nargs="+", metavar="PM_FILE")
+    s.set_defaults(func=cmd_verify)
+
+    s = sub.add_parser("demo", help="build a sample table, generate _pm files, prune and read a query")
+    s.add_argument("--dir", help="where to build the sample (default: a temporary directory)")
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (PmError, OSError, KeyError) as e:
+        print(f"qdbpm: error: {_one_line(e)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

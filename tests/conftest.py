@@ -1,0 +1,22 @@
+import os
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEER_DATA = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "peer-data", "data"))
+GOLDEN = os.path.join(HERE, "golden")
+
+
+@pytest.fixture
+def pm_path(tmp_path):
+    return str(tmp_path / "_pm")
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def write_bytes(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
