@@ -9,9 +9,6 @@ from setuptools import Extension, setup
 # -O3 but never -march=native: wheels and CI machines must run the same binary.
 COMPILE_ARGS = ["-O3", "-fno-strict-aliasing"]
 
-# Kernels that call zlib's C library directly.
-LINK_ZLIB = {"_crc"}
-
 
 def extensions():
     # QDBPM_ONLY=_crc,_sbbf builds a subset (handy while one kernel is being edited).
@@ -27,7 +24,6 @@ def extensions():
                 [pyx],
                 include_dirs=[np.get_include()],
                 extra_compile_args=COMPILE_ARGS,
-                libraries=["z"] if mod in LINK_ZLIB else [],
                 define_macros=[("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION")],
             )
         )

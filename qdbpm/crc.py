@@ -1,8 +1,8 @@
 """CRC-32 over `_pm` bytes, on a zero-copy view of the (usually mmapped) buffer.
 
 Standard CRC-32 as zlib computes it (reflected 0xEDB88320, init/xorout 0xFFFFFFFF). ISA-L's
-carry-less-multiply CRC (package `isal`) runs ~8-10x faster than zlib 1.2's table CRC here
-(benchmarks/bench_bloom.py); both release the GIL on large buffers. zlib is the fallback when isal
+carry-less-multiply CRC (package `isal`) runs 5-12x faster than zlib 1.2's table CRC
+(benchmarks/compare_bloom.py prints both); both release the GIL on large buffers. zlib is the fallback when isal
 is not installed.
 """
 
