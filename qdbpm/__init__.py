@@ -33,3 +33,5 @@ __all__ = [
     "write_new",
     "write_update",
 ]
+
+from .expr import col, parse  # noqa: E402

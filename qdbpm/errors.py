@@ -8,6 +8,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "ParquetFormatError",
     "StorageError",
+    "PredicateError",
 ]
 
 
@@ -37,3 +38,7 @@ class ParquetFormatError(PmError):
 
 class StorageError(PmError, OSError):
     """Object-store or file bytes do not match what the `_pm` says (past the end, short read)."""
+
+
+class PredicateError(PmError):
+    """A predicate that cannot be parsed or bound: syntax, unknown column, literal of the wrong type."""

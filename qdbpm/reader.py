@@ -484,6 +484,121 @@ class ParquetMeta:
         sub = self.chunks[rgs[:, None], cols[None, :]]
         return list(zip(sub["byte_range_start"].reshape(-1).tolist(), sub["total_compressed"].reshape(-1).tolist()))
 
+    # --- pruning support (typed stats and bloom indexes, decoded once and cached) ------------
+
+    @property
+    def schema(self):
+        sch = self._cache.get("schema")
+        if sch is None:
+            from .stats import Schema
+
+            sch = self._cache["schema"] = Schema.of(self)
+        return sch
+
+    def column_stats(self, column):
+        """Typed min/max/null-count arrays of one column over all row groups (cached)."""
+        from .stats import column_stats
+
+        ct = self.schema.column(column) if isinstance(column, str) else self.schema.types[int(column)]
+        key = ("stats", ct.index)
+        st = self._cache.get(key)
+        if st is None:
+            st = self._cache[key] = column_stats(self, ct.index, ct)
+        return st
+
+    def bloom_index(self, column, parquet_file=None):
+        """(data, offsets, lengths) of one column's bitsets over all row groups, lengths -1 where
+        absent; None when the column has no filters. External filters are read from the Parquet
+        file (default: data.parquet beside this _pm) once and cached; unreadable means none."""
+        col = self.column_index(column) if isinstance(column, str) else int(column)
+        key = ("bloom", col)
+        if key in self._cache:
+            return self._cache[key]
+        out = None
+        if self.bloom_table is not None:
+            k = int(np.searchsorted(self.bloom_columns, col))
+            if k < len(self.bloom_columns) and int(self.bloom_columns[k]) == col:
+                e = self.bloom_table[:, k]
+                if self.feature_flags & L.FEATURE_BLOOM_FILTERS_EXTERNAL:
+                    out = self._external_blooms(e, parquet_file)
+                else:
+                    pos = e.astype(np.int64) << L.BLOCK_OFFSET_SHIFT
+                    lengths = np.full(len(e), -1, np.int64)
+                    present = e != 0
+                    if present.any():
+                        p = pos[present]
+                        lengths[present] = self._buf[p[:, None] + np.arange(4)].copy().view(L.I32).reshape(-1)
+                    out = (self._buf, pos + L.BLOOM_LENGTH_PREFIX, lengths)
+        self._cache[key] = out
+        return out
+
+    def _external_blooms(self, entries, parquet_file):
+        path = parquet_file or os.path.join(os.path.dirname(os.path.abspath(self.path)), "data.parquet")
+        present = entries["length"] > 0
+        offsets = np.zeros(len(entries), np.int64)
+        lengths = np.full(len(entries), -1, np.int64)
+        if not present.any():
+            return None
+        parts, pos = [], 0
+        try:
+            with builtin_open(path, "rb") as f:
+                for r in np.nonzero(present)[0]:
+                    f.seek(int(entries["offset"][r]))
+                    n = int(entries["length"][r])
+                    blob = f.read(n)
+                    if len(blob) != n:
+                        return None  # the file does not hold what the snapshot says: no bloom pruning
+                    parts.append(blob)
+                    offsets[r], lengths[r] = pos, n
+                    pos += n
+        except OSError:
+            return None
+        return np.frombuffer(b"".join(parts), np.uint8), offsets, lengths
+
+    def prune(self, predicate, *, parquet_file=None) -> np.ndarray:
+        """Bool mask (row_group_count,): True where a row group may hold matching rows."""
+        from .expr import parse
+        from .prune import bind, evaluate
+
+        if isinstance(predicate, str):
+            predicate = parse(predicate)
+        bound = bind(predicate, self.schema)
+        return evaluate(bound, self.row_group_count, self.column_stats,
+                        lambda c: self.bloom_index(c, parquet_file))
+
+    def timestamp_find(self, ts) -> int:
+        """Designated-timestamp lookup with the notes' encoding (2*rg+1 before rg, 2*(rg+1) inside,
+        2*count+1 after the last); needs row groups sorted by the designated timestamp."""
+        from .prune import timestamp_find
+
+        mins, maxs = self._dts_bounds()
+        return timestamp_find(mins, maxs, int(ts), self.num_rows)
+
+    def timestamp_range(self, lo, hi) -> tuple:
+        """[first, last) row groups overlapping [lo, hi) of the designated timestamp."""
+        from .prune import timestamp_range
+
+        mins, maxs = self._dts_bounds()
+        live = np.asarray(self.num_rows) > 0
+        return timestamp_range(np.where(live, mins, np.iinfo(np.int64).max), maxs, int(lo), int(hi))
+
+    def _dts_bounds(self):
+        from .errors import PredicateError
+
+        dts = self.designated_timestamp
+        if dts < 0:
+            raise PredicateError(f"{self.path} has no designated timestamp")
+        if not self.is_sorted_by_designated_timestamp():
+            raise PredicateError(f"{self.path} is not sorted by its designated timestamp")
+        st = self.column_stats(dts)
+        if not st.has[np.asarray(self.num_rows) > 0].all():
+            raise PredicateError(f"{self.path}: some row groups lack designated-timestamp stats")
+        return st.lo, st.hi
+
+    def is_sorted_by_designated_timestamp(self) -> bool:
+        dts = self.designated_timestamp
+        return dts >= 0 and bool(self.sorting_columns) and self.sorting_columns[0] == (dts, False)
+
     def to_description(self) -> Description:
         """This snapshot as a writer input (for compaction and round trips)."""
         rgc, ncols = self.row_group_count, self.column_count

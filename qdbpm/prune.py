@@ -1,0 +1,520 @@
+"""Predicates → row-group masks. Pure functions over arrays: no file I/O here.
+
+A mask is True where a row group MAY hold a row for which the predicate is TRUE. Every rule is
+conservative: when in doubt, True. NOT is pushed to the leaves first (expr.nnf), so combining
+leaf masks with & and | stays sound.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import ipaddress
+import math
+import struct
+import uuid
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from . import expr as E
+from . import layout as L
+from .errors import PredicateError
+from .stats import KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT, KIND_NONE, KIND_UINT, ColumnType
+
+I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
+UNIT_PER_SECOND = {"days": Fraction(1, 86400), "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+NAN = float("nan")
+
+
+# --- literal conversion ---------------------------------------------------------------------
+
+
+def _bad(ct: ColumnType, value, why=""):
+    return PredicateError(f"literal {value!r} does not fit column {ct.name!r} "
+                          f"({L.qdb_type_name(ct.type_code)} on {L.PHYSICAL_TYPE_NAMES[ct.physical_type]}){why}")
+
+
+def _datetime_units(ct, value) -> Fraction:
+    """A temporal literal in the column's units since the epoch, exactly."""
+    per_s = Fraction(UNIT_PER_SECOND[ct.unit])
+    if hasattr(value, "asm8"):  # pandas Timestamp: keep its nanoseconds
+        value = value.asm8
+    if isinstance(value, np.datetime64):
+        if np.isnat(value):
+            raise _bad(ct, value, ": NaT is a null, use is_null()")
+        unit, count = np.datetime_data(value.dtype)
+        per = {"D": 86400, "h": 3600, "m": 60, "s": 1, "ms": Fraction(1, 1000), "us": Fraction(1, 10**6),
+               "ns": Fraction(1, 10**9), "W": 7 * 86400}.get(unit)
+        if per is None:
+            raise _bad(ct, value, f": datetime64 unit {unit!r} is not supported")
+        return Fraction(int(value.astype(np.int64))) * count * per * per_s
+    if isinstance(value, str):
+        try:
+            value = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise _bad(ct, value, ": not an ISO-8601 date/time") from None
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.timezone.utc)  # naive means UTC, as Parquet's instants
+        d = value - _EPOCH
+        micros = (d.days * 86400 + d.seconds) * 10**6 + d.microseconds
+        return Fraction(micros, 10**6) * per_s
+    if isinstance(value, _dt.date):
+        return Fraction((value - _dt.date(1970, 1, 1)).days * 86400) * per_s
+    if isinstance(value, (bool, np.bool_)):
+        raise _bad(ct, value)
+    return _number(ct, value)
+
+
+def _number(ct, value) -> Fraction | float:
+    """An exact numeric literal; float NaN / inf are returned as floats."""
+    if isinstance(value, (bool, np.bool_)):
+        return Fraction(int(value))
+    if isinstance(value, (int, np.integer)):
+        return Fraction(int(value))
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return v if math.isnan(v) or math.isinf(v) else Fraction(v)
+    if isinstance(value, decimal.Decimal):
+        if value.is_nan():
+            return NAN
+        if value.is_infinite():
+            return float(value)
+        return Fraction(value)
+    if isinstance(value, Fraction):
+        return value
+    raise _bad(ct, value)
+
+
+def _scaled(ct, value):
+    v = _number(ct, value) if not isinstance(value, str) else _parse_number(ct, value)
+    if ct.scale and isinstance(v, Fraction):
+        v = v * 10**ct.scale
+    return v
+
+
+def _parse_number(ct, s):
+    try:
+        return _number(ct, decimal.Decimal(s.strip()))
+    except decimal.InvalidOperation:
+        raise _bad(ct, s, ": not a number") from None
+
+
+def literal(ct: ColumnType, value):
+    """The literal in the column's comparison domain: Fraction / float for numbers, bytes, int."""
+    kind = ct.kind
+    if kind in (KIND_INT, KIND_UINT):
+        if ct.unit is not None:
+            return _datetime_units(ct, value)
+        if ct.tag == L.QDB_IPV4 and isinstance(value, str):
+            try:
+                return Fraction(int(ipaddress.IPv4Address(value)))
+            except ValueError:
+                raise _bad(ct, value, ": not an IPv4 address") from None
+        if ct.tag == L.QDB_CHAR and isinstance(value, str):
+            if len(value) != 1:
+                raise _bad(ct, value, ": CHAR takes one character")
+            return Fraction(ord(value))
+        if isinstance(value, str):
+            return _scaled(ct, value)
+        return _scaled(ct, value)
+    if kind == KIND_FLOAT:
+        return _parse_number(ct, value) if isinstance(value, str) else _number(ct, value)
+    if kind == KIND_BIGDEC:
+        return _scaled(ct, value)
+    if kind == KIND_BYTES:
+        if isinstance(value, uuid.UUID):
+            return value.bytes
+        if isinstance(value, str):
+            if ct.tag == L.QDB_UUID:
+                try:
+                    return uuid.UUID(value).bytes
+                except ValueError:
+                    raise _bad(ct, value, ": not a UUID") from None
+            return value.encode("utf-8")
+        if isinstance(value, (bytes, bytearray, memoryview, np.bytes_)):
+            return bytes(value)
+        raise _bad(ct, value)
+    return value  # KIND_NONE: only null-count rules apply, the literal is never compared
+
+
+# --- integer / float bounds -----------------------------------------------------------------
+
+ALWAYS, NEVER = "always", "never"
+
+
+def _int_bound(op, q):
+    """For integer columns: the integer c with (x op q) == (x op' c), or ALWAYS / NEVER."""
+    if isinstance(q, float):  # NaN or +-inf
+        if math.isnan(q):
+            return None  # caller: might match
+        if op in ("<", "<="):
+            return ALWAYS if q > 0 else NEVER
+        if op in (">", ">="):
+            return NEVER if q > 0 else ALWAYS
+        return NEVER if op == "==" else ALWAYS
+    if op == "<":
+        return math.ceil(q)  # x < q  <=>  x < ceil(q)
+    if op == "<=":
+        return math.floor(q)
+    if op == ">":
+        return math.floor(q)
+    if op == ">=":
+        return math.ceil(q)
+    if op == "==":
+        return int(q) if q.denominator == 1 else NEVER
+    return int(q) if q.denominator == 1 else ALWAYS  # !=
+
+
+def _float_bounds(q):
+    """(down, up): float64 values with down <= q <= up, covering q and its float32 rounding."""
+    if isinstance(q, float):
+        return q, q
+    f = float(q)
+    down = up = f
+    if Fraction(f) < q:
+        up = math.nextafter(f, math.inf)
+    elif Fraction(f) > q:
+        down = math.nextafter(f, -math.inf)
+    f32 = float(np.float32(f))
+    return min(down, f32), max(up, f32)
+
+
+def _cmp(arr, op, c, lo_kind):
+    """arr op c for int64 arrays and Python ints that may fall outside int64."""
+    if lo_kind in (KIND_INT, KIND_UINT):
+        if c > I64_MAX:
+            return np.full(arr.shape, op in ("<", "<=", "!="))
+        if c < I64_MIN:
+            return np.full(arr.shape, op in (">", ">=", "!="))
+        c = np.int64(c)
+    if op == "<":
+        return arr < c
+    if op == "<=":
+        return arr <= c
+    if op == ">":
+        return arr > c
+    if op == ">=":
+        return arr >= c
+    if op == "==":
+        return arr == c
+    return arr != c
+
+
+def _obj_cmp(arr, op, c, has):
+    """Elementwise comparison on object arrays (bytes, big ints), only where `has`."""
+    out = np.ones(len(arr), bool)
+    idx = np.nonzero(has)[0]
+    if idx.size:
+        vals = arr[idx]
+        if op == "<":
+            r = [v < c for v in vals]
+        elif op == "<=":
+            r = [v <= c for v in vals]
+        elif op == ">":
+            r = [v > c for v in vals]
+        else:
+            r = [v >= c for v in vals]
+        out[idx] = r
+    return out
+
+
+# --- bound predicates -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Leaf:
+    kind: str  # "cmp", "notcmp", "in", "notin", "isnull", "notnull", "const"
+    ct: ColumnType | None
+    op: str | None = None
+    value: object = None  # domain literal(s)
+    hashes: object = None  # uint64 array of bloom hashes for == / IN, or None
+    null_in_list: bool = False
+    const: bool = True
+
+
+@dataclass(frozen=True)
+class Node:
+    op: str  # "and" / "or"
+    children: tuple
+
+
+def _hash_for_bloom(ct: ColumnType, v):
+    """XXH64 of the literal's Parquet PLAIN bytes, or None when it cannot be encoded exactly."""
+    from .bloom import xxh64
+
+    pt = ct.physical_type
+    try:
+        if pt in (L.PT_INT32, L.PT_INT64):
+            if not isinstance(v, Fraction) or v.denominator != 1:
+                return None
+            n = int(v)
+            if pt == L.PT_INT32:
+                raw = struct.pack("<I" if ct.kind == KIND_UINT else "<i", n)
+            else:
+                raw = struct.pack("<q", n)
+        elif pt in (L.PT_FLOAT, L.PT_DOUBLE):
+            if isinstance(v, float) or Fraction(float(v)) != v:
+                return None
+            f = float(v) + 0.0  # -0.0 hashes as +0.0
+            if pt == L.PT_FLOAT:
+                if float(np.float32(f)) != f:
+                    return None
+                raw = struct.pack("<f", f)
+            else:
+                raw = struct.pack("<d", f)
+        elif pt == L.PT_FIXED_LEN_BYTE_ARRAY:
+            if ct.kind == KIND_BIGDEC:
+                if v.denominator != 1:
+                    return None
+                raw = int(v).to_bytes(ct.fixed_byte_len, "big", signed=True)
+            else:
+                raw = v
+            if len(raw) != ct.fixed_byte_len:
+                return None
+        elif pt == L.PT_BYTE_ARRAY and ct.kind == KIND_BYTES:
+            raw = v
+        else:
+            return None  # BOOLEAN, INT96, BYTE_ARRAY decimals (width not fixed by the type)
+    except (struct.error, OverflowError):
+        return None
+    return xxh64(raw)
+
+
+def _bind_leaf(e, schema):
+    ct = schema.column(e.column)
+    if ct.repeated:
+        raise PredicateError(f"column {ct.name!r} is a repeated (list) leaf; qdbpm predicates take flat columns")
+    if isinstance(e, E.IsNull):
+        return Leaf("isnull", ct)
+    if isinstance(e, E.IsNotNull):
+        return Leaf("notnull", ct)
+    if isinstance(e, (E.Cmp, E.NotCmp)):
+        v = literal(ct, e.value)
+        h = _hash_for_bloom(ct, v) if isinstance(e, E.Cmp) and e.op == "==" and ct.kind != KIND_NONE else None
+        return Leaf("cmp" if isinstance(e, E.Cmp) else "notcmp", ct, e.op, v,
+                    None if h is None else np.array([h], np.uint64))
+    if isinstance(e, (E.Between, E.NotBetween)):
+        lo, hi = literal(ct, e.lo), literal(ct, e.hi)
+        if ct.kind != KIND_NONE and _is_num(lo) and _is_num(hi) or isinstance(lo, bytes):
+            if not (isinstance(lo, float) and math.isnan(lo)) and not (isinstance(hi, float) and math.isnan(hi)):
+                if lo > hi:
+                    lo, hi = hi, lo  # reversed bounds are swapped (reference behaviour)
+        a, b = Leaf("cmp", ct, ">=", lo), Leaf("cmp", ct, "<=", hi)
+        if isinstance(e, E.Between):
+            return Node("and", (a, b))
+        return Node("or", (Leaf("notcmp", ct, ">=", lo), Leaf("notcmp", ct, "<=", hi)))
+    if isinstance(e, (E.In, E.NotIn)):
+        vals = [v for v in e.values if v is not None]
+        null_in = len(vals) != len(e.values)
+        dom = [literal(ct, v) for v in vals]
+        hashes = None
+        if isinstance(e, E.In) and ct.kind != KIND_NONE:
+            hs = [_hash_for_bloom(ct, v) for v in dom]
+            if all(h is not None for h in hs):
+                hashes = np.array(hs, np.uint64)
+        return Leaf("in" if isinstance(e, E.In) else "notin", ct, None, tuple(dom), hashes, null_in)
+    raise PredicateError(f"not a predicate: {e!r}")
+
+
+def _is_num(v):
+    return isinstance(v, (Fraction, float))
+
+
+def bind(expr: E.Expr, schema) -> object:
+    """Push NOT down and convert every literal to its column's domain (done once per schema)."""
+    if not isinstance(expr, E.Expr):
+        raise PredicateError(f"not a predicate: {expr!r}")
+    return _bind(E.nnf(expr), schema)
+
+
+def _bind(e, schema):
+    if isinstance(e, E.And):
+        return Node("and", tuple(_bind(c, schema) for c in e.children))
+    if isinstance(e, E.Or):
+        return Node("or", tuple(_bind(c, schema) for c in e.children))
+    if isinstance(e, E.Literal):
+        return Leaf("const", None, const=bool(e.value))
+    return _bind_leaf(e, schema)
+
+
+def bound_columns(b) -> set:
+    if isinstance(b, Node):
+        out = set()
+        for c in b.children:
+            out |= bound_columns(c)
+        return out
+    return set() if b.ct is None else {b.ct.index}
+
+
+# --- evaluation -----------------------------------------------------------------------------
+
+
+def evaluate(b, n_rows: int, stats, blooms=None) -> np.ndarray:
+    """Mask over `n_rows` row groups. stats(col) -> ColumnStats; blooms(col) -> (data, offsets,
+    lengths) or None. Both are lookups over data already in memory."""
+    if isinstance(b, Node):
+        it = iter(b.children)
+        m = evaluate(next(it), n_rows, stats, blooms)
+        for c in it:
+            if b.op == "and":
+                if not m.any():
+                    break
+                m &= evaluate(c, n_rows, stats, blooms)
+            else:
+                if m.all():
+                    break
+                m |= evaluate(c, n_rows, stats, blooms)
+        return m
+    if b.kind == "const":
+        return np.full(n_rows, b.const)
+    s = stats(b.ct.index)
+    return _leaf_mask(b, s, blooms)
+
+
+def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
+    kind = s.kind
+    if b.kind == "isnull":
+        # Only a known null count of 0 proves there is no null.
+        return ~s.no_nulls
+    if b.kind == "notnull":
+        return ~s.all_null
+    some_value = ~s.all_null  # an all-null chunk satisfies no comparison, IN or NOT IN
+    if b.kind == "cmp":
+        m = some_value & _cmp_mask(b.op, b.value, s)
+        if b.hashes is not None:
+            m &= _bloom_mask(b, blooms, len(m))
+        return m
+    if b.kind == "notcmp":
+        if kind == KIND_FLOAT:
+            # NOT (x op c) is also TRUE for NaN, which stats never count.
+            return some_value
+        return some_value & _cmp_mask(E.NEGATE_OP[b.op], b.value, s)
+    if b.kind == "in":
+        m = np.zeros(len(some_value), bool)
+        for v in b.value:
+            m |= _cmp_mask("==", v, s)
+        m &= some_value
+        if b.hashes is not None and len(b.value):
+            m &= _bloom_mask(b, blooms, len(m))
+        if b.null_in_list:
+            m |= ~s.no_nulls  # None in the list matches null rows
+        return m
+    if b.kind == "notin":
+        if kind == KIND_FLOAT or kind == KIND_NONE or not b.value:
+            return some_value
+        # Provably excluded only when every non-null value is one listed value.
+        m = some_value.copy()
+        for v in b.value:
+            m &= ~_equals_everywhere(v, s)
+        return m
+    raise AssertionError(b.kind)
+
+
+def _equals_everywhere(v, s):
+    """Row groups whose every non-null value is exactly v."""
+    if s.kind in (KIND_INT, KIND_UINT):
+        c = _int_bound("==", v)
+        if c in (ALWAYS, NEVER) or c is None:
+            return np.zeros(len(s.has), bool)
+        return s.exact_eq & _cmp(s.lo, "==", c, s.kind)
+    if s.kind == KIND_BIGDEC:
+        if not isinstance(v, Fraction) or v.denominator != 1:
+            return np.zeros(len(s.has), bool)
+        c = int(v)
+        return s.exact_eq & np.array([x == c for x in s.lo], bool)
+    if s.kind == KIND_BYTES:
+        return s.exact_eq & np.array([x == v for x in s.lo], bool)
+    return np.zeros(len(s.has), bool)
+
+
+def _cmp_mask(op, v, s) -> np.ndarray:
+    """May some non-null value x satisfy (x op v)? Rows without usable stats: True."""
+    kind, has = s.kind, s.has
+    n = len(has)
+    if kind == KIND_NONE:
+        return np.ones(n, bool)
+    if op == "!=":
+        return ~_equals_everywhere(v, s) if kind != KIND_FLOAT else np.ones(n, bool)
+    if kind in (KIND_INT, KIND_UINT, KIND_BIGDEC):
+        c = _int_bound(op, v)
+        if c is None:
+            return np.ones(n, bool)  # NaN literal: might match
+        if c == ALWAYS:
+            return np.ones(n, bool)
+        if c == NEVER:
+            return np.zeros(n, bool)
+        if kind == KIND_BIGDEC:
+            if op == "==":
+                return ~has | (_obj_cmp(s.lo, "<=", c, has) & _obj_cmp(s.hi, ">=", c, has))
+            side = s.lo if op in ("<", "<=") else s.hi
+            return ~has | _obj_cmp(side, op, c, has)
+        if op == "==":
+            return ~has | (_cmp(s.lo, "<=", c, kind) & _cmp(s.hi, ">=", c, kind))
+        side = s.lo if op in ("<", "<=") else s.hi
+        return ~has | _cmp(side, op, c, kind)
+    if kind == KIND_FLOAT:
+        if isinstance(v, float) and math.isnan(v):
+            return np.ones(n, bool)  # NaN literal: might match
+        down, up = _float_bounds(v)
+        if op == "<":
+            return ~has | (s.lo < up)
+        if op == "<=":
+            return ~has | (s.lo <= up)
+        if op == ">":
+            return ~has | (s.hi > down)
+        if op == ">=":
+            return ~has | (s.hi >= down)
+        return ~has | ((s.lo <= up) & (s.hi >= down))
+    if kind == KIND_BYTES:
+        if op == "==":
+            return ~has | (_obj_cmp(s.lo, "<=", v, has) & _obj_cmp(s.hi, ">=", v, has))
+        side = s.lo if op in ("<", "<=") else s.hi
+        return ~has | _obj_cmp(side, op, v, has)
+    return np.ones(n, bool)
+
+
+def _bloom_mask(b: Leaf, blooms, n) -> np.ndarray:
+    if blooms is None:
+        return np.ones(n, bool)
+    idx = blooms(b.ct.index)
+    if idx is None:
+        return np.ones(n, bool)
+    from .bloom import probe_many
+
+    data, offsets, lengths = idx
+    # Absent filters (length < 0) answer "may contain".
+    return probe_many(b.hashes, data, offsets, lengths, any_of=True)
+
+
+# --- designated-timestamp search ------------------------------------------------------------
+
+
+def timestamp_find(mins: np.ndarray, maxs: np.ndarray, ts: int, num_rows=None) -> int:
+    """The notes' encoding over row groups sorted by timestamp: 2*rg+1 when ts is before row group
+    rg (in the gap before it), 2*(rg+1) when inside it, 2*count+1 after the last one. Empty row
+    groups (num_rows == 0) are skipped."""
+    count = len(mins)
+    live = np.ones(count, bool) if num_rows is None else np.asarray(num_rows) > 0
+    idx = np.nonzero(live)[0]
+    if idx.size == 0:
+        return 2 * count + 1
+    lo_arr, hi_arr = np.asarray(mins)[idx], np.asarray(maxs)[idx]
+    # first live row group whose max >= ts
+    k = int(np.searchsorted(hi_arr, ts, side="left"))
+    if k == idx.size:
+        return 2 * count + 1
+    rg = int(idx[k])
+    if ts < lo_arr[k]:
+        return 2 * rg + 1
+    return 2 * (rg + 1)
+
+
+def timestamp_range(mins: np.ndarray, maxs: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
+    """[first, last) row groups that may overlap [lo, hi), for row groups sorted by timestamp."""
+    first = int(np.searchsorted(np.asarray(maxs), lo, side="left"))
+    last = int(np.searchsorted(np.asarray(mins), hi, side="left"))
+    return first, max(first, last)
