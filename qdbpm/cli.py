@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -158,6 +161,89 @@ def cmd_verify(args):
     return 1 if bad else 0
 
 
+def find_parquet_files(paths):
+    """Files named directly, plus every data.parquet below each directory, sorted."""
+    out = []
+    for p in paths:
+        if os.path.isdir(p):
+            found = []
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                if "data.parquet" in files:
+                    found.append(os.path.join(root, "data.parquet"))
+            out.extend(sorted(found))
+        else:
+            out.append(p)
+    return out
+
+
+def _generate_one(job):
+    from .generate import generate
+
+    path, bloom = job
+    try:
+        return path, generate(path, bloom=bloom), None
+    except (PmError, OSError) as e:
+        return path, None, _one_line(e)
+    except Exception as e:  # a bug, not bad input: still report it per file and keep going
+        return path, None, f"internal error {type(e).__name__}: {_one_line(e)}"
+
+
+class Progress:
+    """A one-line progress bar on stderr when it is a terminal; plain lines otherwise."""
+
+    def __init__(self, total, stream=None):
+        self.total, self.done, self.stream = total, 0, stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.started = time.monotonic()
+
+    def step(self, label=""):
+        self.done += 1
+        if self.tty:
+            width = 30
+            filled = width * self.done // max(self.total, 1)
+            rate = self.done / max(time.monotonic() - self.started, 1e-9)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+                              f"{rate:,.0f} files/s {label[-40:]:<40}")
+            if self.done == self.total:
+                self.stream.write("\n")
+            self.stream.flush()
+        elif self.done == self.total or self.done % max(1, self.total // 10) == 0:
+            self.stream.write(f"generate: {self.done}/{self.total}\n")
+
+
+def cmd_generate(args):
+    files = find_parquet_files(args.paths)
+    if not files:
+        print("qdbpm: error: no Parquet files found (directories are searched for data.parquet)", file=sys.stderr)
+        return 1
+    bloom = None if args.bloom == "none" else args.bloom
+    jobs = [(f, bloom) for f in files]
+    progress = Progress(len(files))
+    failures, total = [], 0
+    workers = args.jobs or min(len(files), os.cpu_count() or 1)
+    if workers <= 1:
+        results = map(_generate_one, jobs)
+        pool = None
+    else:
+        pool = ProcessPoolExecutor(max_workers=workers)
+        results = pool.map(_generate_one, jobs, chunksize=max(1, len(jobs) // (workers * 8)))
+    try:
+        for path, size, err in results:
+            progress.step(path)
+            if err is None:
+                total += size
+            else:
+                failures.append((path, err))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    print(f"generated {len(files) - len(failures)} of {len(files)} _pm files ({total:,} bytes)")
+    for path, err in failures:
+        print(f"FAIL {path}: {err}")
+    return 1 if failures else 0
+
+
 def cmd_demo(args):
     from .demo import run_demo
 
@@ -171,6 +257,13 @@ def _one_line(e):
 def build_parser():
     p = _Parser(prog="qdbpm", description="QuestDB Parquet partition metadata (_pm) tools")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("generate", help="generate _pm files from Parquet files or directory trees")
+    s.add_argument("paths", nargs="+", metavar="PATH", help="a Parquet file, or a directory (every data.parquet below)")
+    s.add_argument("--bloom", choices=["inline", "external", "none"], default="inline",
+                   help="copy bloom filters into _pm (inline), reference them (external) or skip them")
+    s.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per core)")
+    s.set_defaults(func=cmd_generate)
 
     s = sub.add_parser("inspect", help="show a _pm file: header, columns, snapshots, row groups and stats")
     s.add_argument("pm_file")

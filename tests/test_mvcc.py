@@ -169,7 +169,10 @@ def update_sequences(draw):
                 if prev.blooms is not None and r < prev.row_group_count and not prev.bloom_external:
                     blooms[r, c] = prev.blooms.get((r, c))
             if moved and ncols:
-                chunks[r]["byte_range_start"] = draw(st.integers(1 << 41, 1 << 42)) + r
+                start = draw(st.integers(1 << 41, 1 << 42)) + r
+                if r < prev.row_group_count and start == int(prev.chunks[r, 0]["byte_range_start"]):
+                    start += 1  # same column-0 start means "unchanged" by definition
+                chunks[r]["byte_range_start"] = start
                 num_rows[r] = draw(st.integers(0, 1 << 20))
                 for c in range(ncols):
                     stats[r, c, 0] = draw(st.one_of(st.none(), st.binary(max_size=20)))
