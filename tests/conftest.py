@@ -20,3 +20,6 @@ def read_bytes(path):
 def write_bytes(path, data):
     with open(path, "wb") as f:
         f.write(data)
+
+
+from fixtures_infra import s3_bucket, s3_server, spark  # noqa: E402,F401  (real SeaweedFS and Spark)
