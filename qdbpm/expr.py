@@ -1,9 +1,12 @@
 """Predicates: an immutable, picklable expression tree, built with `col(...)` or `parse(text)`.
 
-Semantics (what `read_table` filters by and what pruning must never contradict) are SQL's
-three-valued logic as pyarrow.compute evaluates it: a comparison with a null is null, and a row
-matches only when the whole predicate is TRUE. `isin` with None among its values also matches
-nulls; BETWEEN with reversed bounds swaps them (as QuestDB's reference pruning does).
+Semantics (what `read_table` filters by and what pruning must never contradict) are those of a
+pyarrow dataset filter: Kleene three-valued logic, a comparison with a null is null, and a row
+matches only when the whole predicate is TRUE. `isin` never yields null: a null matches only when
+None is among the values (so NOT IN is TRUE for nulls otherwise). Comparisons are exact: the
+stored value against the literal's exact value (2.5 between integers 2 and 3, a sub-unit
+timestamp between two ticks). BETWEEN with reversed bounds swaps them (as QuestDB's reference
+pruning does). NaN compares FALSE with everything except !=.
 """
 
 from __future__ import annotations
@@ -204,7 +207,7 @@ class NotBetween(Expr):
 
 @dataclass(frozen=True)
 class NotIn(Expr):
-    """TRUE when the column is non-null and not among the values (None among them changes nothing)."""
+    """NOT of In: TRUE for a non-null value not listed, and for null unless None is listed."""
 
     column: str
     values: tuple

@@ -21,7 +21,7 @@ import numpy as np
 from . import expr as E
 from . import layout as L
 from .errors import PredicateError
-from .stats import KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT, KIND_NONE, KIND_UINT, ColumnType
+from .stats import KIND_ANYSIGN, KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT, KIND_NONE, KIND_UINT, ColumnType
 
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 UNIT_PER_SECOND = {"days": Fraction(1, 86400), "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -90,6 +90,8 @@ def _number(ct, value) -> Fraction | float:
 
 
 def _scaled(ct, value):
+    if ct.scale is not None and isinstance(value, (float, np.floating)) and math.isfinite(value):
+        value = decimal.Decimal(repr(float(value)))  # 0.02 means the decimal 0.02, not its binary double
     v = _number(ct, value) if not isinstance(value, str) else _parse_number(ct, value)
     if ct.scale and isinstance(v, Fraction):
         v = v * 10**ct.scale
@@ -106,7 +108,7 @@ def _parse_number(ct, s):
 def literal(ct: ColumnType, value):
     """The literal in the column's comparison domain: Fraction / float for numbers, bytes, int."""
     kind = ct.kind
-    if kind in (KIND_INT, KIND_UINT):
+    if kind in (KIND_INT, KIND_UINT, KIND_ANYSIGN):
         if ct.unit is not None:
             return _datetime_units(ct, value)
         if ct.tag == L.QDB_IPV4 and isinstance(value, str):
@@ -150,7 +152,7 @@ def _int_bound(op, q):
     """For integer columns: the integer c with (x op q) == (x op' c), or ALWAYS / NEVER."""
     if isinstance(q, float):  # NaN or +-inf
         if math.isnan(q):
-            return None  # caller: might match
+            return ALWAYS if op == "!=" else NEVER  # NaN compares FALSE with everything but !=
         if op in ("<", "<="):
             return ALWAYS if q > 0 else NEVER
         if op in (">", ">="):
@@ -169,8 +171,9 @@ def _int_bound(op, q):
     return int(q) if q.denominator == 1 else ALWAYS  # !=
 
 
-def _float_bounds(q):
-    """(down, up): float64 values with down <= q <= up, covering q and its float32 rounding."""
+def _float_bounds(q, f32=False):
+    """(down, up): float64 values with down <= q <= up; for FLOAT columns also covering q's float32
+    rounding, in case a reader compares in float32."""
     if isinstance(q, float):
         return q, q
     f = float(q)
@@ -179,18 +182,21 @@ def _float_bounds(q):
         up = math.nextafter(f, math.inf)
     elif Fraction(f) > q:
         down = math.nextafter(f, -math.inf)
-    f32 = float(np.float32(f))
-    return min(down, f32), max(up, f32)
+    if not f32:
+        return down, up
+    with np.errstate(over="ignore"):
+        r32 = float(np.float32(f))  # inf when out of float32 range: only widens the bounds
+    return min(down, r32), max(up, r32)
 
 
-def _cmp(arr, op, c, lo_kind):
-    """arr op c for int64 arrays and Python ints that may fall outside int64."""
-    if lo_kind in (KIND_INT, KIND_UINT):
-        if c > I64_MAX:
-            return np.full(arr.shape, op in ("<", "<=", "!="))
-        if c < I64_MIN:
-            return np.full(arr.shape, op in (">", ">=", "!="))
-        c = np.int64(c)
+def _cmp(arr, op, c, lo_kind=None):
+    """arr op c for int64 / uint64 arrays and Python ints that may fall outside their range."""
+    lo, hi = (0, (1 << 64) - 1) if arr.dtype == np.uint64 else (I64_MIN, I64_MAX)
+    if c > hi:
+        return np.full(arr.shape, op in ("<", "<=", "!="))
+    if c < lo:
+        return np.full(arr.shape, op in (">", ">=", "!="))
+    c = arr.dtype.type(c)
     if op == "<":
         return arr < c
     if op == "<=":
@@ -252,7 +258,11 @@ def _hash_for_bloom(ct: ColumnType, v):
             if not isinstance(v, Fraction) or v.denominator != 1:
                 return None
             n = int(v)
-            if pt == L.PT_INT32:
+            if ct.kind == KIND_ANYSIGN and n < 0:
+                raw = struct.pack("<i" if pt == L.PT_INT32 else "<q", n)
+            elif ct.kind == KIND_ANYSIGN:
+                raw = struct.pack("<I" if pt == L.PT_INT32 else "<Q", n)  # same bytes as signed below 2^31/2^63
+            elif pt == L.PT_INT32:
                 raw = struct.pack("<I" if ct.kind == KIND_UINT else "<i", n)
             else:
                 raw = struct.pack("<q", n)
@@ -383,8 +393,9 @@ def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
     if b.kind == "notnull":
         return ~s.all_null
     some_value = ~s.all_null  # an all-null chunk satisfies no comparison, IN or NOT IN
+    f32 = b.ct.physical_type == L.PT_FLOAT
     if b.kind == "cmp":
-        m = some_value & _cmp_mask(b.op, b.value, s)
+        m = some_value & _cmp_mask(b.op, b.value, s, f32)
         if b.hashes is not None:
             m &= _bloom_mask(b, blooms, len(m))
         return m
@@ -392,11 +403,11 @@ def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
         if kind == KIND_FLOAT:
             # NOT (x op c) is also TRUE for NaN, which stats never count.
             return some_value
-        return some_value & _cmp_mask(E.NEGATE_OP[b.op], b.value, s)
+        return some_value & _cmp_mask(E.NEGATE_OP[b.op], b.value, s, f32)
     if b.kind == "in":
         m = np.zeros(len(some_value), bool)
         for v in b.value:
-            m |= _cmp_mask("==", v, s)
+            m |= _cmp_mask("==", v, s, f32)
         m &= some_value
         if b.hashes is not None and len(b.value):
             m &= _bloom_mask(b, blooms, len(m))
@@ -405,76 +416,99 @@ def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
         return m
     if b.kind == "notin":
         if kind == KIND_FLOAT or kind == KIND_NONE or not b.value:
-            return some_value
-        # Provably excluded only when every non-null value is one listed value.
-        m = some_value.copy()
-        for v in b.value:
-            m &= ~_equals_everywhere(v, s)
+            m = some_value.copy()
+        else:
+            # Provably excluded only when every non-null value is one listed value.
+            m = some_value.copy()
+            for v in b.value:
+                m &= ~_equals_everywhere(v, s)
+        if not b.null_in_list:
+            m |= ~s.no_nulls  # IN never yields null (pyarrow's MATCH), so NOT IN is TRUE for nulls
         return m
     raise AssertionError(b.kind)
 
 
 def _equals_everywhere(v, s):
     """Row groups whose every non-null value is exactly v."""
-    if s.kind in (KIND_INT, KIND_UINT):
+    if s.kind in (KIND_INT, KIND_UINT, KIND_ANYSIGN):
         c = _int_bound("==", v)
-        if c in (ALWAYS, NEVER) or c is None:
-            return np.zeros(len(s.has), bool)
-        return s.exact_eq & _cmp(s.lo, "==", c, s.kind)
+        if c == ALWAYS or c == NEVER:
+            return np.zeros(len(s.has_lo), bool)
+        if s.kind == KIND_ANYSIGN and not 0 <= c <= I64_MAX:
+            return np.zeros(len(s.has_lo), bool)  # equal in one reading, maybe not in the other
+        return s.exact_eq & _cmp(s.lo, "==", c)
     if s.kind == KIND_BIGDEC:
         if not isinstance(v, Fraction) or v.denominator != 1:
-            return np.zeros(len(s.has), bool)
+            return np.zeros(len(s.has_lo), bool)
         c = int(v)
         return s.exact_eq & np.array([x == c for x in s.lo], bool)
     if s.kind == KIND_BYTES:
         return s.exact_eq & np.array([x == v for x in s.lo], bool)
-    return np.zeros(len(s.has), bool)
+    return np.zeros(len(s.has_lo), bool)
 
 
-def _cmp_mask(op, v, s) -> np.ndarray:
-    """May some non-null value x satisfy (x op v)? Rows without usable stats: True."""
-    kind, has = s.kind, s.has
-    n = len(has)
+def _cmp_mask(op, v, s, f32=False) -> np.ndarray:
+    """May some non-null value x satisfy (x op v)? Each bound is used when present on its own
+    (an absent bound is infinite); rows with no usable bound: True."""
+    kind = s.kind
+    n = len(s.has_lo)
     if kind == KIND_NONE:
         return np.ones(n, bool)
     if op == "!=":
         return ~_equals_everywhere(v, s) if kind != KIND_FLOAT else np.ones(n, bool)
-    if kind in (KIND_INT, KIND_UINT, KIND_BIGDEC):
+    if kind == KIND_ANYSIGN:
+        # Signedness unknown: a row group stays if it may match under either reading.
         c = _int_bound(op, v)
-        if c is None:
-            return np.ones(n, bool)  # NaN literal: might match
         if c == ALWAYS:
             return np.ones(n, bool)
         if c == NEVER:
             return np.zeros(n, bool)
-        if kind == KIND_BIGDEC:
-            if op == "==":
-                return ~has | (_obj_cmp(s.lo, "<=", c, has) & _obj_cmp(s.hi, ">=", c, has))
-            side = s.lo if op in ("<", "<=") else s.hi
-            return ~has | _obj_cmp(side, op, c, has)
-        if op == "==":
-            return ~has | (_cmp(s.lo, "<=", c, kind) & _cmp(s.hi, ">=", c, kind))
-        side = s.lo if op in ("<", "<=") else s.hi
-        return ~has | _cmp(side, op, c, kind)
-    if kind == KIND_FLOAT:
+        out = np.zeros(n, bool)
+        for lo, hi in ((s.lo, s.hi), (s.ulo, s.uhi)):
+            ordered = ~(s.has_lo & s.has_hi) | (lo <= hi)  # a disordered reading is not the true one
+            hl, hh = s.has_lo & ordered, s.has_hi & ordered
+            if op in ("<", "<="):
+                m = ~hl | _cmp(lo, op, c)
+            elif op in (">", ">="):
+                m = ~hh | _cmp(hi, op, c)
+            else:
+                m = (~hl | _cmp(lo, "<=", c)) & (~hh | _cmp(hi, ">=", c))
+            out |= m & ordered
+        return out
+    if kind in (KIND_INT, KIND_UINT, KIND_BIGDEC):
+        c = _int_bound(op, v)
+        if c == ALWAYS:
+            return np.ones(n, bool)
+        if c == NEVER:
+            return np.zeros(n, bool)
+        test = (lambda arr, o, has: _obj_cmp(arr, o, c, has)) if kind == KIND_BIGDEC else \
+            (lambda arr, o, has: _cmp(arr, o, c))
+    elif kind == KIND_FLOAT:
         if isinstance(v, float) and math.isnan(v):
-            return np.ones(n, bool)  # NaN literal: might match
-        down, up = _float_bounds(v)
-        if op == "<":
-            return ~has | (s.lo < up)
-        if op == "<=":
-            return ~has | (s.lo <= up)
-        if op == ">":
-            return ~has | (s.hi > down)
-        if op == ">=":
-            return ~has | (s.hi >= down)
-        return ~has | ((s.lo <= up) & (s.hi >= down))
-    if kind == KIND_BYTES:
-        if op == "==":
-            return ~has | (_obj_cmp(s.lo, "<=", v, has) & _obj_cmp(s.hi, ">=", v, has))
-        side = s.lo if op in ("<", "<=") else s.hi
-        return ~has | _obj_cmp(side, op, v, has)
-    return np.ones(n, bool)
+            return np.zeros(n, bool)  # x op NaN is FALSE for every x (op is not != here)
+        down, up = _float_bounds(v, f32)
+        # lower-bound tests (min op c) may use `up`, upper-bound tests (max op c) `down`.
+        test = (lambda arr, o, has: _apply_float(arr, o, up if o in ("<", "<=") else down))
+    elif kind == KIND_BYTES:
+        test = (lambda arr, o, has: _obj_cmp(arr, o, v, has))
+    else:
+        return np.ones(n, bool)
+    if op in ("<", "<="):
+        return ~s.has_lo | test(s.lo, op, s.has_lo)
+    if op in (">", ">="):
+        return ~s.has_hi | test(s.hi, op, s.has_hi)
+    # ==: v within [min, max], each side where known
+    return (~s.has_lo | test(s.lo, "<=", s.has_lo)) & (~s.has_hi | test(s.hi, ">=", s.has_hi))
+
+
+def _apply_float(arr, op, c):
+    if op == "<":
+        return arr < c
+    if op == "<=":
+        return arr <= c
+    if op == ">":
+        return arr > c
+    return arr >= c
 
 
 def _bloom_mask(b: Leaf, blooms, n) -> np.ndarray:

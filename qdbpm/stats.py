@@ -19,6 +19,7 @@ KIND_UINT = "uint"  # IPv4: INT32 compared unsigned, as int64 0..2^32-1
 KIND_FLOAT = "float"  # FLOAT / DOUBLE as float64
 KIND_BYTES = "bytes"  # BYTE_ARRAY / FLBA: unsigned lexicographic, Python bytes
 KIND_BIGDEC = "bigdec"  # FLBA / BYTE_ARRAY decimals: signed big-endian, Python ints
+KIND_ANYSIGN = "anysign"  # INT32 / INT64 with no QuestDB type (e.g. unsigned 64-bit): signed or unsigned
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,16 @@ def column_type(pm_columns, names, i) -> ColumnType:
     if is_dec:
         scale = (tc >> L.QDB_DECIMAL_SCALE_SHIFT) & 0x3F
     if tc < 0:
-        kind = KIND_FLOAT if pt in (L.PT_FLOAT, L.PT_DOUBLE) else \
-            KIND_BYTES if pt == L.PT_BYTE_ARRAY else KIND_NONE  # no type: ints of unknown signedness
+        if pt in (L.PT_FLOAT, L.PT_DOUBLE):
+            kind = KIND_FLOAT
+        elif pt == L.PT_BYTE_ARRAY or (pt == L.PT_FIXED_LEN_BYTE_ARRAY and int(c["fixed_byte_len"]) not in (2, 12)):
+            # Plain binary orders as unsigned bytes. FLBA(2) may be FLOAT16 and FLBA(12) INTERVAL,
+            # whose orders differ, and the _pm cannot tell: those get no min/max pruning.
+            kind = KIND_BYTES
+        elif pt in (L.PT_INT32, L.PT_INT64):
+            # No type: signedness unknown (unsigned 64-bit maps here). Pruning evaluates both
+            # readings and keeps a row group if either may match, which is sound either way.
+            kind = KIND_ANYSIGN
     elif pt == L.PT_BOOLEAN:
         kind = KIND_INT
     elif pt in (L.PT_INT32, L.PT_INT64):
@@ -110,16 +119,27 @@ class Schema:
 
 @dataclass
 class ColumnStats:
-    """One column over R row groups (one file, or several files concatenated)."""
+    """One column over R row groups (one file, or several files concatenated).
+
+    The bounds are used one-sided: a present min bounds `<`, `<=` from below even when the max
+    is absent (an absent stat is an infinite bound, never a wrong one).
+    """
 
     kind: str
     lo: np.ndarray  # int64 / float64 / object
     hi: np.ndarray
-    has: np.ndarray  # bool: min and max present and usable as bounds
+    has_lo: np.ndarray  # bool: lo is a usable lower bound of the non-null values
+    has_hi: np.ndarray  # bool: hi is a usable upper bound
     exact_eq: np.ndarray  # bool: min == max, both exact: every non-null value equals lo
     nulls_known: np.ndarray  # bool
     nulls: np.ndarray  # uint64
     num_values: np.ndarray  # uint64
+    ulo: np.ndarray | None = None  # KIND_ANYSIGN: the same bounds read unsigned (uint64)
+    uhi: np.ndarray | None = None
+
+    @property
+    def has(self) -> np.ndarray:
+        return self.has_lo & self.has_hi
 
     @property
     def all_null(self) -> np.ndarray:
@@ -132,8 +152,10 @@ class ColumnStats:
     @classmethod
     def concat(cls, parts):
         kind = parts[0].kind
-        return cls(kind, *(np.concatenate([getattr(p, f) for p in parts]) for f in
-                           ("lo", "hi", "has", "exact_eq", "nulls_known", "nulls", "num_values")))
+        fields = ["lo", "hi", "has_lo", "has_hi", "exact_eq", "nulls_known", "nulls", "num_values"]
+        if parts[0].ulo is not None:
+            fields += ["ulo", "uhi"]
+        return cls(kind, *(np.concatenate([getattr(p, f) for p in parts]) for f in fields))
 
 
 def _slot_bytes(pm, col, slot, flag_present, flag_inlined, shift):
@@ -167,7 +189,6 @@ def _fixed_width_values(pm, col, width, dtype):
     ch = pm.chunks[:, col]
     flags = ch["stat_flags"]
     out = []
-    ok_all = np.ones(len(ch), bool)
     for slot, present, inlined, shift in (
         ("min_stat", L.STAT_MIN_PRESENT, L.STAT_MIN_INLINED, 0),
         ("max_stat", L.STAT_MAX_PRESENT, L.STAT_MAX_INLINED, 4),
@@ -181,9 +202,8 @@ def _fixed_width_values(pm, col, width, dtype):
             vals = (vals & np.uint64(0xFF)).astype(np.uint8).view(dtype)
         else:
             vals = vals.view(dtype)
-        out.append(vals)
-        ok_all &= ok
-    return out[0], out[1], ok_all
+        out.append((vals, ok))
+    return out[0][0], out[1][0], out[0][1], out[1][1]
 
 
 def column_stats(pm, col: int, ctype: ColumnType) -> ColumnStats:
@@ -199,35 +219,55 @@ def column_stats(pm, col: int, ctype: ColumnType) -> ColumnStats:
         nulls = np.zeros(R, np.uint64)
     exact = ((flags & L.STAT_MIN_EXACT) != 0) & ((flags & L.STAT_MAX_EXACT) != 0)
     kind, pt = ctype.kind, ctype.physical_type
+    if kind == KIND_ANYSIGN:
+        width, sdt, udt = (4, np.int32, np.uint32) if pt == L.PT_INT32 else (8, np.int64, np.uint64)
+        lo, hi, has_lo, has_hi = _fixed_width_values(pm, col, width, sdt)
+        ulo, uhi = lo.view(udt).astype(np.uint64), hi.view(udt).astype(np.uint64)
+        lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+        # Bounds that are disordered in both readings come from no sane writer.
+        bad = has_lo & has_hi & (lo > hi) & (ulo > uhi)
+        has_lo, has_hi = has_lo & ~bad, has_hi & ~bad
+        eq = has_lo & has_hi & exact & (lo == hi)
+        return ColumnStats(kind, lo, hi, has_lo, has_hi, eq, nulls_known, nulls, num_values, ulo, uhi)
     if kind in (KIND_INT, KIND_UINT, KIND_FLOAT):
         if pt == L.PT_BOOLEAN:
-            lo, hi, has = _fixed_width_values(pm, col, 1, np.uint8)
+            lo, hi, has_lo, has_hi = _fixed_width_values(pm, col, 1, np.uint8)
         elif pt in (L.PT_INT32, L.PT_FLOAT):
-            lo, hi, has = _fixed_width_values(pm, col, 4, np.float32 if pt == L.PT_FLOAT else
-                                              (np.uint32 if kind == KIND_UINT else np.int32))
+            lo, hi, has_lo, has_hi = _fixed_width_values(
+                pm, col, 4, np.float32 if pt == L.PT_FLOAT else (np.uint32 if kind == KIND_UINT else np.int32))
         else:
-            lo, hi, has = _fixed_width_values(pm, col, 8, np.float64 if pt == L.PT_DOUBLE else np.int64)
+            lo, hi, has_lo, has_hi = _fixed_width_values(pm, col, 8, np.float64 if pt == L.PT_DOUBLE else np.int64)
         if kind == KIND_FLOAT:
             lo, hi = lo.astype(np.float64), hi.astype(np.float64)
-            # NaN in stats: the writer's ordering is unknown, so the bounds mean nothing.
-            has &= ~(np.isnan(lo) | np.isnan(hi))
+            # NaN in stats: the writer's ordering is unknown, so neither bound means anything.
+            nan = (has_lo & np.isnan(lo)) | (has_hi & np.isnan(hi))
+            has_lo, has_hi = has_lo & ~nan, has_hi & ~nan
         else:
             lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-        has &= ~(lo > hi) if kind != KIND_FLOAT else np.ones(R, bool)
-        eq = has & exact & (lo == hi)
-        return ColumnStats(kind, lo, hi, has, eq, nulls_known, nulls, num_values)
+        # min > max cannot come from a sane writer: trust neither.
+        bad = has_lo & has_hi & (lo > hi)
+        has_lo, has_hi = has_lo & ~bad, has_hi & ~bad
+        eq = has_lo & has_hi & exact & (lo == hi)
+        return ColumnStats(kind, lo, hi, has_lo, has_hi, eq, nulls_known, nulls, num_values)
     if kind in (KIND_BYTES, KIND_BIGDEC):
         mins = _slot_bytes(pm, col, "min_stat", L.STAT_MIN_PRESENT, L.STAT_MIN_INLINED, 0)
         maxs = _slot_bytes(pm, col, "max_stat", L.STAT_MAX_PRESENT, L.STAT_MAX_INLINED, 4)
-        has = np.array([a is not None and b is not None for a, b in zip(mins, maxs)], bool) if R else np.zeros(0, bool)
         if kind == KIND_BIGDEC:
-            if pt == L.PT_FIXED_LEN_BYTE_ARRAY:
-                has &= np.array([a is None or len(a) == ctype.fixed_byte_len for a in mins], bool) if R else has
-                has &= np.array([b is None or len(b) == ctype.fixed_byte_len for b in maxs], bool) if R else has
-            conv = np.frompyfunc(lambda b: None if b is None else int.from_bytes(b, "big", signed=True), 1, 1)
-            mins, maxs = conv(mins), conv(maxs)
-            has &= np.array([a is None or b is None or a <= b for a, b in zip(mins, maxs)], bool) if R else has
-        eq = has & exact & np.array([a == b for a, b in zip(mins, maxs)], bool) if R else np.zeros(0, bool)
-        return ColumnStats(kind, mins, maxs, has, eq, nulls_known, nulls, num_values)
+            width = ctype.fixed_byte_len if pt == L.PT_FIXED_LEN_BYTE_ARRAY else None
+
+            def conv(b):
+                if b is None or (width is not None and len(b) != width) or not b:
+                    return None
+                return int.from_bytes(b, "big", signed=True)
+
+            mins = np.array([conv(b) for b in mins] + [0], object)[:-1]
+            maxs = np.array([conv(b) for b in maxs] + [0], object)[:-1]
+        has_lo = np.fromiter((v is not None for v in mins), bool, R)
+        has_hi = np.fromiter((v is not None for v in maxs), bool, R)
+        bad = np.fromiter((a is not None and b is not None and a > b for a, b in zip(mins, maxs)), bool, R)
+        has_lo, has_hi = has_lo & ~bad, has_hi & ~bad
+        eq = has_lo & has_hi & exact & np.fromiter((a == b for a, b in zip(mins, maxs)), bool, R)
+        return ColumnStats(kind, mins, maxs, has_lo, has_hi, eq, nulls_known, nulls, num_values)
     z = np.zeros(R, np.int64)
-    return ColumnStats(KIND_NONE, z, z, np.zeros(R, bool), np.zeros(R, bool), nulls_known, nulls, num_values)
+    f = np.zeros(R, bool)
+    return ColumnStats(KIND_NONE, z, z, f, f, f, nulls_known, nulls, num_values)

@@ -14,6 +14,9 @@ import uuid
 
 from . import layout as L
 
+# Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
+_EXACT = decimal.Context(prec=100)
+
 _EPOCH = _dt.datetime(1970, 1, 1)
 _JULIAN_EPOCH_DAY = 2440588
 
@@ -51,7 +54,7 @@ def decode_stat(raw: bytes | None, physical_type: int, type_code: int = -1):
             if tag == L.QDB_DATE:
                 return (_dt.date(1970, 1, 1) + _dt.timedelta(days=v)).isoformat()
             if is_decimal(type_code):
-                return str(decimal.Decimal(v).scaleb(-decimal_scale(type_code)))
+                return str(decimal.Decimal(v).scaleb(-decimal_scale(type_code), _EXACT))
             return v
         if physical_type == L.PT_INT64:
             (v,) = struct.unpack("<q", raw[:8].ljust(8, b"\0"))
@@ -60,7 +63,7 @@ def decode_stat(raw: bytes | None, physical_type: int, type_code: int = -1):
             if tag == L.QDB_TIMESTAMP:
                 return _epoch_plus(v, 1_000_000_000 if type_code & L.QDB_FLAG_TIMESTAMP_NANOS else 1_000_000)
             if is_decimal(type_code):
-                return str(decimal.Decimal(v).scaleb(-decimal_scale(type_code)))
+                return str(decimal.Decimal(v).scaleb(-decimal_scale(type_code), _EXACT))
             return v
         if physical_type == L.PT_FLOAT:
             return struct.unpack("<f", raw[:4])[0]
@@ -74,7 +77,7 @@ def decode_stat(raw: bytes | None, physical_type: int, type_code: int = -1):
                 return str(uuid.UUID(bytes=bytes(raw)))
             if is_decimal(type_code):
                 v = int.from_bytes(raw, "big", signed=True)
-                return str(decimal.Decimal(v).scaleb(-decimal_scale(type_code)))
+                return str(decimal.Decimal(v).scaleb(-decimal_scale(type_code), _EXACT))
             return raw.hex()
         if physical_type == L.PT_BYTE_ARRAY:
             if tag in (L.QDB_STRING, L.QDB_SYMBOL, L.QDB_VARCHAR):

@@ -50,6 +50,7 @@ def test_int_comparisons(pm_path):
         assert pm.prune(col("x") != 5).tolist() == [True, True, False]
         assert pm.prune(col("x").isin([5, 100])).tolist() == [False, True, True]
         assert pm.prune(~col("x").isin([5, 100])).tolist() == [True, True, False]
+        assert pm.prune(~col("x").isin([5, None])).tolist() == [True, True, False]
         assert pm.prune(col("x") < 2**70).tolist() == [True, True, True]
         assert pm.prune(col("x") > 2**70).tolist() == [False, False, False]
         assert pm.prune(col("x").between(3, -3)).tolist() == [True, True, False]  # swapped bounds
@@ -72,6 +73,9 @@ def test_null_count_rules(pm_path):
         assert pm.prune(col("x") != 100).tolist() == [True, True, False, True]
         assert pm.prune(col("x").isin([1, None])).tolist() == [True, True, True, True]
         assert pm.prune(col("x").isin([7, None])).tolist() == [False, True, True, True]
+        # NOT IN is TRUE for nulls (IN never yields null), unless None is listed
+        assert pm.prune(~col("x").isin([1])).tolist() == [True, True, True, True]
+        assert pm.prune(~col("x").isin([1, 2, None])).tolist() == [True, True, False, True]
 
 
 def test_nan_rules(pm_path):
@@ -80,7 +84,10 @@ def test_nan_rules(pm_path):
             (d(3.0), d(3.0), 0, 10, EXACT)]
     with one_column_pm(pm_path, F64, rows) as pm:
         assert pm.prune(col("x") > 2.5).tolist() == [False, True, False, True]  # NaN in stats: might match
-        assert pm.prune(col("x") == nan).tolist() == [True, True, True, True]  # NaN literal: might match
+        # x op NaN is FALSE for every row (pyarrow semantics), x != NaN TRUE for every non-null row
+        assert pm.prune(col("x") == nan).tolist() == [False, False, False, False]
+        assert pm.prune(col("x") < nan).tolist() == [False, False, False, False]
+        assert pm.prune(col("x") != nan).tolist() == [True, True, True, True]
         assert pm.prune(col("x") == 0.0).tolist() == [False, True, True, False]
         assert pm.prune(col("x") == -0.0).tolist() == [False, True, True, False]
         # NOT (x > 2.5) and != are also true for NaN rows, which stats never count

@@ -1,0 +1,263 @@
+"""Predicates as pyarrow compute expressions: the exact row filter behind `read_table`.
+
+Literals are converted to the column's Arrow type exactly (an integer column compared with 2.5,
+a millisecond column with a microsecond instant): the comparison is rewritten to an equivalent
+one against a representable value, so results match the semantics in `expr`'s docstring.
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+import uuid
+from fractions import Fraction
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import expr as E
+from .errors import PredicateError
+
+# Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
+_EXACT = decimal.Context(prec=100)
+
+_UNIT_PER_SECOND = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+class _Col:
+    """Just enough of stats.ColumnType for prune.literal's temporal conversion."""
+
+    def __init__(self, name, unit):
+        self.name, self.unit, self.type_code, self.physical_type = name, unit, -1, 0
+
+
+def _field_ref(name, schema):
+    if name in schema.names:
+        return pc.field(name), schema.field(name).type
+    parts = name.split(".")
+    t = schema
+    for p in parts:
+        if isinstance(t, pa.Schema):
+            if p not in t.names:
+                break
+            t = t.field(p).type
+        elif pa.types.is_struct(t) and t.get_field_index(p) >= 0:
+            t = t.field(p).type
+        else:
+            break
+    else:
+        return pc.field(*parts), t
+    raise PredicateError(f"no column {name!r}; columns: {schema.names}")
+
+
+def _int_range(t):
+    if pa.types.is_decimal(t):
+        return -(10**t.precision) + 1, 10**t.precision - 1
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return -(1 << 31), (1 << 31) - 1
+    if pa.types.is_integer(t):
+        info = {8: 7, 16: 15, 32: 31, 64: 63}[t.bit_width]
+        if pa.types.is_signed_integer(t):
+            return -(1 << info), (1 << info) - 1
+        return 0, (1 << t.bit_width) - 1
+    return -(1 << 63), (1 << 63) - 1
+
+
+def _exact(value, t, name):
+    """The literal as an exact Fraction (or float NaN/inf) in the column's integer units."""
+    from .prune import _datetime_units, _number
+
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        if pa.types.is_date32(t):
+            unit = "days"
+        elif pa.types.is_date64(t):
+            unit = "ms"
+        else:
+            unit = t.unit
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return Fraction(value)
+        ct = _Col(name, unit)
+        if unit == "s":
+            ct.unit = "ms"
+            return _datetime_units(ct, value) / 1000
+        return _datetime_units(ct, value)
+    ct = _Col(name, None)
+    if isinstance(value, str):
+        try:
+            value = decimal.Decimal(value.strip())
+        except decimal.InvalidOperation:
+            raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})") from None
+    try:
+        q = _number(ct, value)
+    except PredicateError:
+        raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})") from None
+    if pa.types.is_decimal(t):
+        if isinstance(value, float) and math.isfinite(value):
+            q = Fraction(decimal.Decimal(repr(value)))  # 0.02 means the decimal 0.02
+        if isinstance(q, Fraction):
+            q = q * 10**t.scale
+    return q
+
+
+def _int_cmp(ref, t, op, q, scalar_of):
+    """ref op q for an integer-valued column, q exact; rewritten to stay representable."""
+    lo, hi = _int_range(t)
+    if isinstance(q, float):  # NaN / inf
+        if math.isnan(q):
+            return _false_unless_null(ref, t, op == "!=")
+        q_ok = (op in ("<", "<=", "!=")) == (q > 0)
+        return _false_unless_null(ref, t, q_ok if op != "==" else False)
+    # Normalise to <=, >=, ==, != against an integer.
+    if op == "<":
+        op, k = "<=", math.ceil(q) - 1
+    elif op == "<=":
+        k = math.floor(q)
+    elif op == ">":
+        op, k = ">=", math.floor(q) + 1
+    elif op == ">=":
+        k = math.ceil(q)
+    else:
+        if q.denominator != 1:
+            return _false_unless_null(ref, t, op == "!=")
+        k = int(q)
+    if op == "<=":
+        if k >= hi:
+            return _false_unless_null(ref, t, True)
+        if k < lo:
+            return _false_unless_null(ref, t, False)
+        return ref <= scalar_of(k)
+    if op == ">=":
+        if k <= lo:
+            return _false_unless_null(ref, t, True)
+        if k > hi:
+            return _false_unless_null(ref, t, False)
+        return ref >= scalar_of(k)
+    if not lo <= k <= hi:
+        return _false_unless_null(ref, t, op == "!=")
+    return (ref == scalar_of(k)) if op == "==" else (ref != scalar_of(k))
+
+
+def _false_unless_null(ref, t, truth: bool):
+    """TRUE (or FALSE) for every non-null value and null for nulls, like a real comparison."""
+    valid = pc.is_valid(ref)
+    return pc.if_else(valid, pa.scalar(truth), pa.scalar(None, pa.bool_()))
+
+
+def _scalar_factory(t):
+    if pa.types.is_decimal(t):
+        return lambda k: pa.scalar(decimal.Decimal(k).scaleb(-t.scale, _EXACT), t)
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        return lambda k: pa.scalar(k, pa.int64()).cast(t) if not pa.types.is_date32(t) and not pa.types.is_time32(t) \
+            else pa.scalar(k, pa.int32()).cast(t)
+    return lambda k: pa.scalar(k, t)
+
+
+def _leaf_cmp(name, op, value, schema):
+    ref, t = _field_ref(name, schema)
+    if isinstance(t, pa.BaseExtensionType):
+        ref, t = ref.cast(t.storage_type), t.storage_type
+        if isinstance(value, uuid.UUID):
+            value = value.bytes
+    if pa.types.is_dictionary(t):
+        ref, t = ref.cast(t.value_type), t.value_type
+    if (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)
+            or pa.types.is_time(t) or pa.types.is_duration(t)):
+        if isinstance(value, bool) and not pa.types.is_integer(t):
+            raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})")
+        return _int_cmp(ref, t, op, _exact(value, t, name), _scalar_factory(t))
+    if pa.types.is_floating(t):
+        q = _exact(value, t, name)
+        return _apply(ref, op, pa.scalar(float(q), pa.float64()))
+    if pa.types.is_boolean(t):
+        if not isinstance(value, (bool, int)):
+            raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})")
+        return _apply(ref, op, pa.scalar(bool(value)))
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        if isinstance(value, bytes):
+            ref = ref.cast(pa.large_binary())
+            return _apply(ref, op, pa.scalar(value, pa.large_binary()))
+        if not isinstance(value, str):
+            raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})")
+        return _apply(ref, op, pa.scalar(value, t))
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) \
+            or pa.types.is_binary_view(t):
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        if isinstance(value, uuid.UUID):
+            value = value.bytes
+        if not isinstance(value, (bytes, bytearray)):
+            raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})")
+        if pa.types.is_fixed_size_binary(t):
+            ref = ref.cast(pa.binary())
+        return _apply(ref, op, pa.scalar(bytes(value), pa.binary()))
+    raise PredicateError(f"column {name!r} of type {t} cannot be compared")
+
+
+def _apply(ref, op, s):
+    return {"==": ref == s, "!=": ref != s, "<": ref < s, "<=": ref <= s, ">": ref > s, ">=": ref >= s}[op]
+
+
+def to_arrow(e: E.Expr, schema: pa.Schema) -> pc.Expression:
+    """The pyarrow compute expression with exactly the documented semantics."""
+    if isinstance(e, E.And):
+        out = to_arrow(e.children[0], schema)
+        for c in e.children[1:]:
+            out = out & to_arrow(c, schema)
+        return out
+    if isinstance(e, E.Or):
+        out = to_arrow(e.children[0], schema)
+        for c in e.children[1:]:
+            out = out | to_arrow(c, schema)
+        return out
+    if isinstance(e, E.Not):
+        return ~to_arrow(e.child, schema)
+    if isinstance(e, E.Literal):
+        return pc.scalar(bool(e.value))
+    if isinstance(e, E.IsNull):
+        return pc.is_null(_field_ref(e.column, schema)[0], nan_is_null=False)
+    if isinstance(e, E.IsNotNull):
+        return pc.is_valid(_field_ref(e.column, schema)[0])
+    if isinstance(e, E.Cmp):
+        return _leaf_cmp(e.column, e.op, e.value, schema)
+    if isinstance(e, E.Between):
+        lo, hi = e.lo, e.hi
+        if _ordered_key(e.column, lo, schema) > _ordered_key(e.column, hi, schema):
+            lo, hi = hi, lo  # reversed bounds are swapped, as pruning does
+        return _leaf_cmp(e.column, ">=", lo, schema) & _leaf_cmp(e.column, "<=", hi, schema)
+    if isinstance(e, E.In):
+        vals = [v for v in e.values if v is not None]
+        out = None
+        for v in vals:
+            term = _leaf_cmp(e.column, "==", v, schema)
+            out = term if out is None else (out | term)
+        # IN never yields null (pyarrow MATCH): null rows match only when None is listed.
+        ref = _field_ref(e.column, schema)[0]
+        out = pc.scalar(False) if out is None else pc.if_else(pc.is_valid(ref), out, pa.scalar(False))
+        if len(vals) != len(e.values):
+            out = out | pc.is_null(ref, nan_is_null=False)
+        return out
+    raise PredicateError(f"not a predicate: {e!r}")
+
+
+def _ordered_key(name, value, schema):
+    """The literal in the column's own order, to decide whether BETWEEN bounds are reversed."""
+    _, t = _field_ref(name, schema)
+    if isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)
+            or pa.types.is_time(t) or pa.types.is_duration(t) or pa.types.is_floating(t)):
+        return _exact(value, t, name)  # Fraction, or float for NaN / inf
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, uuid.UUID):
+        return value.bytes
+    return value
+
+
+def filter_table(table: pa.Table, e: E.Expr) -> pa.Table:
+    """Rows of `table` for which the predicate is TRUE."""
+    if e is None:
+        return table
+    return table.filter(to_arrow(e, table.schema))

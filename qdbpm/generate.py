@@ -1,0 +1,278 @@
+"""Parquet file → `_pm`: fresh generation and update mode, straight from the Parquet footer.
+
+The footer is parsed by the Cython Thrift reader into numpy chunk records whose stat bytes are
+slices of the footer buffer, so a 10,000-row-group file costs no Python object per chunk unless
+bloom filters are copied.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+import os
+
+import numpy as np
+
+from . import layout as L
+from .bloom import SplitBlockBloomFilter, parse_bloom_header
+from .desc import ByteRefs, Description
+from .errors import ParquetFormatError, PmError
+from .parquet import read_footer
+from .reader import open as open_pm
+from .schema import map_schema
+from .writer import write_new, write_update
+
+# Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
+_EXACT = decimal.Context(prec=100)
+
+BLOOM_MODES = ("inline", "external", None)
+# Bloom filters closer than this are fetched in one read.
+COALESCE_GAP = 1 << 20
+
+
+def default_pm_path(parquet_path) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(os.fspath(parquet_path))), "_pm")
+
+
+def _check_mode(bloom):
+    if bloom == "none":
+        return None
+    if bloom not in BLOOM_MODES:
+        raise PmError(f"bloom must be 'inline', 'external' or None, got {bloom!r}")
+    return bloom
+
+
+def describe_footer(footer, mapping=None) -> Description:
+    """The Description of a parsed Parquet footer, without bloom filters."""
+    mapping = mapping or map_schema(footer)
+    return Description(
+        columns=mapping.columns,
+        num_rows=footer.rg_num_rows.astype(np.uint64),
+        chunks=footer.chunks,
+        stats=footer.stats,
+        designated_timestamp=mapping.designated_timestamp,
+        sorting_columns=mapping.sorting_columns,
+        sorting_is_dts_asc=mapping.sorting_is_dts_asc,
+        parquet_footer_offset=footer.footer_offset,
+        parquet_footer_length=footer.footer_length,
+        unused_bytes=mapping.unused_bytes,
+    )
+
+
+def _read_ranges(f, ranges):
+    """Read [(offset, length)] sorted by offset, coalescing near neighbours: {offset: bytes}."""
+    out = {}
+    i = 0
+    while i < len(ranges):
+        start, end = ranges[i][0], ranges[i][0] + ranges[i][1]
+        j = i + 1
+        while j < len(ranges) and ranges[j][0] - end <= COALESCE_GAP:
+            end = max(end, ranges[j][0] + ranges[j][1])
+            j += 1
+        f.seek(start)
+        blob = f.read(end - start)
+        if len(blob) != end - start:
+            raise ParquetFormatError(f"bloom filter bytes [{start}, {end}) run past the end of the file")
+        for off, ln in ranges[i:j]:
+            out[off] = blob[off - start : off - start + ln]
+        i = j
+    return out
+
+
+def parquet_blooms(f, footer, rows, columns, external: bool) -> ByteRefs | None:
+    """The SBBF bitsets the Parquet file holds for (rows x columns); None when there are none.
+
+    A filter is used only when the footer gives offset > 0 and length > 0 and its header says
+    BLOCK / XXHASH / UNCOMPRESSED with a positive multiple of 32 bytes (notes); otherwise that
+    chunk simply has no filter.
+    """
+    R, C = footer.chunks.shape
+    start = np.zeros((R, C), np.int64)
+    length = np.full((R, C), -1, np.int64)
+    sel = np.zeros((R, C), bool)
+    sel[np.ix_(np.asarray(rows, np.int64), np.asarray(columns, np.int64))] = True
+    present = sel & (footer.bloom_offset > 0) & (footer.bloom_length > 0)
+    if not present.any():
+        return None
+    offs, lens = footer.bloom_offset[present], footer.bloom_length[present]
+    limit = footer.footer_offset
+    bad = offs + lens > limit
+    if bad.any():
+        k = int(np.nonzero(bad)[0][0])
+        raise ParquetFormatError(f"bloom filter at offset {int(offs[k])} with length {int(lens[k])} runs past the "
+                                 f"Parquet data, which ends at the footer at {limit}")
+    order = np.argsort(offs, kind="stable")
+    blobs = _read_ranges(f, [(int(offs[k]), int(lens[k])) for k in order])
+    parts, pos = [], 0
+    for (r, c), off, ln in zip(np.argwhere(present), offs.tolist(), lens.tolist()):
+        raw = blobs[off]
+        try:
+            nbytes, hlen = parse_bloom_header(raw, 0)
+        except ParquetFormatError:
+            continue  # not a filter we can use: the chunk has none
+        if hlen + nbytes > ln:
+            continue
+        if external:
+            start[r, c], length[r, c] = off + hlen, nbytes
+        else:
+            parts.append(raw[hlen : hlen + nbytes])
+            start[r, c], length[r, c] = pos, nbytes
+            pos += nbytes
+    if not (length >= 0).any():
+        return None
+    data = np.frombuffer(b"".join(parts), np.uint8) if parts else np.zeros(0, np.uint8)
+    return ByteRefs(data, start, length)
+
+
+def _plain_values(arr, column):
+    """Arrow values of one chunk as what the SBBF hashes: the Parquet physical type's PLAIN bytes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = arr.drop_null()
+    pt = column.physical_type
+    t = arr.type
+    if pt == L.PT_INT32:
+        if pa.types.is_date32(t):
+            return arr.view(pa.int32()).to_numpy()
+        if pa.types.is_decimal(t):
+            return _decimal_ints(arr, np.int32)
+        return pc.cast(arr, pa.int32(), safe=False).to_numpy()
+    if pt == L.PT_INT64:
+        if pa.types.is_timestamp(t) or pa.types.is_time64(t) or pa.types.is_duration(t):
+            return arr.view(pa.int64()).to_numpy()
+        if pa.types.is_decimal(t):
+            return _decimal_ints(arr, np.int64)
+        return pc.cast(arr, pa.int64(), safe=False).to_numpy()
+    if pt == L.PT_FLOAT:
+        return pc.cast(arr, pa.float32()).to_numpy()
+    if pt == L.PT_DOUBLE:
+        return pc.cast(arr, pa.float64()).to_numpy()
+    if pt == L.PT_BYTE_ARRAY:
+        return pc.cast(arr, pa.large_binary()) if not pa.types.is_decimal(t) else _decimal_bytes(arr, None)
+    if pt == L.PT_FIXED_LEN_BYTE_ARRAY:
+        if pa.types.is_decimal(t):
+            return _decimal_bytes(arr, column.fixed_byte_len)
+        if isinstance(t, pa.BaseExtensionType):
+            arr = arr.storage
+        return pc.cast(arr, pa.binary())
+    raise PmError(f"column {column.name!r}: cannot build a bloom filter for physical type "
+                  f"{L.PHYSICAL_TYPE_NAMES[pt]}")
+
+
+def _unscaled(arr):
+    """Unscaled integers of a decimal array (the value Parquet stores)."""
+    scale = arr.type.scale
+    return [int(v.scaleb(scale, _EXACT)) for v in arr.to_pylist()]
+
+
+def _decimal_ints(arr, dtype):
+    return np.asarray(_unscaled(arr), dtype)
+
+
+def _decimal_bytes(arr, width):
+    """Big-endian two's complement, as Parquet stores FIXED_LEN / BYTE_ARRAY decimals."""
+    import pyarrow as pa
+
+    out = []
+    for v in _unscaled(arr):
+        n = width or max(1, (v.bit_length() + 8) // 8)
+        out.append(v.to_bytes(n, "big", signed=True))
+    return pa.array(out, pa.binary())
+
+
+def built_blooms(parquet_path, footer, desc: Description, rows, columns, existing: ByteRefs | None) -> ByteRefs:
+    """SBBF bitsets built from the data for (rows x columns) that have none in `existing`."""
+    import pyarrow.parquet as pq
+
+    R, C = desc.chunks.shape
+    objs = np.empty((R, C), object)
+    if existing is not None:
+        for r, c in np.argwhere(existing.length >= 0):
+            objs[r, c] = existing.get((r, c))
+    pf = pq.ParquetFile(parquet_path)
+    for c in columns:
+        col = desc.columns[c]
+        if col.max_rep_level or "." in col.name and col.name not in pf.schema_arrow.names:
+            raise PmError(f"column {col.name!r} is nested; qdbpm builds bloom filters for flat columns only")
+        for r in rows:
+            if objs[r, c] is not None:
+                continue
+            values = _plain_values(pf.read_row_group(int(r), columns=[col.name]).column(0).combine_chunks(), col)
+            ndv = int(desc.chunks[r, c]["distinct_count"]) if desc.chunks[r, c]["stat_flags"] & L.STAT_DISTINCT_COUNT_PRESENT else len(values)
+            sbbf = SplitBlockBloomFilter.for_ndv(max(ndv, 1), 0.01)
+            sbbf.insert(values)
+            objs[r, c] = sbbf.to_bytes()
+    return ByteRefs.from_objects(objs)
+
+
+def _column_indices(desc, names):
+    idx = []
+    for n in names:
+        try:
+            idx.append([c.name for c in desc.columns].index(n))
+        except ValueError:
+            raise PmError(f"no column {n!r}; columns: {[c.name for c in desc.columns]}") from None
+    return sorted(set(idx))
+
+
+def generate(parquet_path, pm_path=None, *, bloom="inline", bloom_columns=None) -> int:
+    """Build (or rebuild from scratch) the `_pm` of a Parquet file from its footer."""
+    bloom = _check_mode(bloom)
+    pm_path = pm_path or default_pm_path(parquet_path)
+    with open(parquet_path, "rb") as f:
+        footer = read_footer(f)
+        desc = describe_footer(footer)
+        R, C = desc.chunks.shape
+        blooms = None
+        if bloom is not None:
+            blooms = parquet_blooms(f, footer, range(R), range(C), external=bloom == "external")
+    build = _column_indices(desc, bloom_columns or [])
+    if build:
+        if bloom != "inline":
+            raise PmError("bloom_columns builds inline filters; use bloom='inline'")
+        blooms = built_blooms(parquet_path, footer, desc, range(R), build, blooms)
+    if blooms is not None:
+        have = set(np.nonzero((blooms.length >= 0).any(axis=0))[0].tolist()) | set(build)
+        desc = dataclasses.replace(desc, blooms=blooms, bloom_external=bloom == "external",
+                                   bloom_columns=sorted(have))
+    return write_new(pm_path, desc)
+
+
+def update(parquet_path, pm_path=None, *, base_parquet_size=None) -> int:
+    """The Parquet file grew in place: append new / changed blocks and a footer to its `_pm`."""
+    pm_path = pm_path or default_pm_path(parquet_path)
+    with open_pm(pm_path, parquet_size=base_parquet_size) as old:
+        old_rows = old.row_group_count
+        old_first = old.chunks["byte_range_start"][:, 0].copy() if old.column_count else np.zeros(0, np.uint64)
+        old_sizes = old.chunks["total_compressed"].sum(axis=1) if old.column_count else np.zeros(old_rows)
+        old_unused, old_pfl = old.unused_bytes, old.parquet_footer_length
+        bloom_cols = [int(c) for c in old.bloom_columns]
+        external = bool(old.feature_flags & L.FEATURE_BLOOM_FILTERS_EXTERNAL)
+        anchor_size = old.parquet_size
+    with open(parquet_path, "rb") as f:
+        footer = read_footer(f)
+        mapping = map_schema(footer)
+        desc = describe_footer(footer, mapping)
+        R = desc.row_group_count
+        if R < old_rows:
+            raise PmError(f"{parquet_path} has {R} row groups, fewer than the {old_rows} of the _pm snapshot; "
+                          "removing row groups needs a rewrite (qdbpm.generate)")
+        changed = np.ones(R, bool)
+        if desc.columns and old_rows:
+            changed[:old_rows] = desc.chunks["byte_range_start"][:old_rows, 0] != old_first
+        rows = np.nonzero(changed)[0]
+        blooms = None
+        if bloom_cols:
+            blooms = parquet_blooms(f, footer, rows, bloom_cols, external=external)
+    if bloom_cols and not external:
+        # Columns whose filters qdbpm built itself at generation: build them for the new blocks.
+        blooms = built_blooms(parquet_path, footer, desc, rows, bloom_cols, blooms)
+    if not mapping.questdb:
+        # The old Parquet footer and every replaced chunk are dead bytes now.
+        replaced = old_sizes[: old_rows][changed[:old_rows]].sum() if old_rows else 0
+        grew = footer.footer_offset != anchor_size - L.PARQUET_TAIL - old_pfl
+        unused = old_unused + (old_pfl + L.PARQUET_TAIL if grew else 0) + int(replaced)
+        desc = dataclasses.replace(desc, unused_bytes=unused)
+    desc = dataclasses.replace(desc, blooms=blooms)
+    return write_update(pm_path, desc, anchor_parquet_size=base_parquet_size)

@@ -1,0 +1,198 @@
+"""Parquet schema → `_pm` column descriptors.
+
+Two sources: QuestDB-written files carry a `questdb` key-value JSON with each column's full type
+code; any other file gets its QuestDB type inferred from physical + logical type (the notes'
+inference table). Nested columns map to their leaves with their levels.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from . import layout as L
+from .desc import Column
+from .errors import ParquetFormatError
+
+# Parquet ConvertedType values used below.
+CT_UTF8, CT_ENUM, CT_DECIMAL, CT_DATE = 0, 4, 5, 6
+CT_TIMESTAMP_MILLIS, CT_TIMESTAMP_MICROS = 9, 10
+CT_UINT_8, CT_UINT_16, CT_UINT_32, CT_UINT_64 = 11, 12, 13, 14
+CT_INT_8, CT_INT_16 = 15, 16
+CT_JSON = 19
+
+
+@dataclass(frozen=True)
+class SchemaMapping:
+    columns: list
+    designated_timestamp: int
+    sorting_columns: list  # column indices
+    sorting_is_dts_asc: bool
+    unused_bytes: int
+    questdb: bool  # the file carried QuestDB's own metadata
+
+
+def _decimal_tag(precision: int) -> int:
+    for tag, max_p in ((L.QDB_DECIMAL8, 2), (L.QDB_DECIMAL16, 4), (L.QDB_DECIMAL32, 9), (L.QDB_DECIMAL64, 18),
+                       (L.QDB_DECIMAL128, 38), (L.QDB_DECIMAL256, 76)):
+        if precision <= max_p:
+            return tag
+    return -1
+
+
+_DECIMAL_BY_WIDTH = {1: L.QDB_DECIMAL8, 2: L.QDB_DECIMAL16, 4: L.QDB_DECIMAL32, 8: L.QDB_DECIMAL64,
+                     16: L.QDB_DECIMAL128, 32: L.QDB_DECIMAL256}
+
+
+def _decimal_code(tag: int, precision: int, scale: int) -> int:
+    if tag < 0:
+        return -1
+    return tag | (precision & 0x3FF) << L.QDB_DECIMAL_PRECISION_SHIFT | (scale & 0x3F) << L.QDB_DECIMAL_SCALE_SHIFT
+
+
+def infer_type(leaf) -> int:
+    """QuestDB type code of a leaf of an external file, -1 when no QuestDB type fits.
+
+    Deviation from the notes' table, for pruning correctness: unsigned 32-bit maps to IPv4 (the
+    one unsigned 32-bit QuestDB type, so its stats compare unsigned) and unsigned 64-bit to -1
+    (no QuestDB type compares unsigned 64-bit; a signed reading of its stats could prune wrongly).
+    """
+    pt, lt, ct = leaf.physical_type, leaf.logical_type, leaf.converted_type
+    kind = lt[0] if lt else None
+    if kind == "DECIMAL" or ct == CT_DECIMAL:
+        scale, precision = (lt[1], lt[2]) if kind == "DECIMAL" else (leaf.scale or 0, leaf.precision or 0)
+        if pt == L.PT_INT32:
+            tag = L.QDB_DECIMAL32
+        elif pt == L.PT_INT64:
+            tag = L.QDB_DECIMAL64
+        elif pt == L.PT_FIXED_LEN_BYTE_ARRAY:
+            tag = _DECIMAL_BY_WIDTH.get(leaf.type_length, _decimal_tag(precision))
+        else:
+            tag = _decimal_tag(precision)
+        return _decimal_code(tag, precision, scale)
+    if pt == L.PT_BOOLEAN:
+        return L.QDB_BOOLEAN
+    if pt == L.PT_FLOAT:
+        return L.QDB_FLOAT
+    if pt == L.PT_DOUBLE:
+        return L.QDB_DOUBLE
+    if pt == L.PT_INT96:
+        return L.QDB_TIMESTAMP_NS
+    if pt == L.PT_INT32:
+        if kind == "INTEGER":
+            bits, signed = lt[1], lt[2]
+            if not signed and bits == 32:
+                return L.QDB_IPV4
+            if signed and bits == 8:
+                return L.QDB_BYTE
+            if signed and bits == 16:
+                return L.QDB_SHORT
+            return L.QDB_INT
+        if kind == "DATE" or ct == CT_DATE:
+            return L.QDB_DATE
+        if ct == CT_UINT_32:
+            return L.QDB_IPV4
+        if ct == CT_INT_8:
+            return L.QDB_BYTE
+        if ct == CT_INT_16:
+            return L.QDB_SHORT
+        return L.QDB_INT
+    if pt == L.PT_INT64:
+        if kind == "TIMESTAMP":
+            return {"MILLIS": L.QDB_DATE, "MICROS": L.QDB_TIMESTAMP, "NANOS": L.QDB_TIMESTAMP_NS}.get(lt[1], -1)
+        if ct == CT_TIMESTAMP_MILLIS:
+            return L.QDB_DATE
+        if ct == CT_TIMESTAMP_MICROS:
+            return L.QDB_TIMESTAMP
+        if (kind == "INTEGER" and not lt[2]) or ct == CT_UINT_64:
+            return -1
+        return L.QDB_LONG
+    if pt == L.PT_FIXED_LEN_BYTE_ARRAY:
+        if leaf.type_length == 16:
+            return L.QDB_UUID if kind == "UUID" else L.QDB_LONG128
+        if leaf.type_length == 32:
+            return L.QDB_LONG256
+        return -1
+    if pt == L.PT_BYTE_ARRAY:
+        if kind in ("STRING", "ENUM", "JSON") or ct in (CT_UTF8, CT_ENUM, CT_JSON):
+            return L.QDB_VARCHAR
+        return L.QDB_BINARY
+    return -1
+
+
+def _questdb_json(footer):
+    for key, value in footer.key_value_metadata:
+        if key == "questdb" and value:
+            try:
+                meta = json.loads(value)
+            except ValueError as e:
+                raise ParquetFormatError(f"questdb key-value metadata is not valid JSON: {e}") from None
+            if not isinstance(meta, dict) or not isinstance(meta.get("schema"), list):
+                raise ParquetFormatError("questdb key-value metadata has no 'schema' list")
+            return meta
+    return None
+
+
+def _common_sorting(footer):
+    """Sorting columns shared by every row group, or [] when they disagree or are absent."""
+    lists = footer.sorting_columns
+    if not lists or any(s != lists[0] for s in lists):
+        return []
+    return lists[0]
+
+
+def map_schema(footer) -> SchemaMapping:
+    leaves = footer.leaves
+    sorting = _common_sorting(footer)
+    descending = {c for c, desc, _ in sorting if desc}
+    qdb = _questdb_json(footer)
+    if qdb is not None and len(qdb["schema"]) != len(leaves):
+        raise ParquetFormatError(f"questdb metadata lists {len(qdb['schema'])} columns but the Parquet schema "
+                                 f"has {len(leaves)} leaf columns")
+    cols = []
+    dts = -1
+    for i, leaf in enumerate(leaves):
+        entry = qdb["schema"][i] if qdb else None
+        if entry is not None:
+            try:
+                type_code = int(entry["column_type"])
+            except (KeyError, TypeError, ValueError):
+                raise ParquetFormatError(f"questdb metadata column {i} has no integer column_type") from None
+            if type_code & L.QDB_FLAG_DESIGNATED_TIMESTAMP and dts < 0:
+                dts = i
+        else:
+            type_code = infer_type(leaf)
+        flags = L.column_flags(
+            repetition=leaf.repetition,
+            descending=i in descending or bool(entry and type_code & L.QDB_FLAG_DESCENDING),
+            ascii=bool(entry and entry.get("ascii")),
+            local_key_is_global=bool(entry and entry.get("format") == 1
+                                     and L.qdb_type_tag(type_code) == L.QDB_SYMBOL),
+        )
+        cols.append(Column(
+            name=".".join(leaf.path),
+            type=type_code,
+            id=leaf.field_id if leaf.field_id is not None else (i if entry else -1),
+            flags=flags,
+            physical_type=leaf.physical_type,
+            fixed_byte_len=leaf.type_length if leaf.physical_type == L.PT_FIXED_LEN_BYTE_ARRAY else 0,
+            max_rep_level=leaf.max_rep_level,
+            max_def_level=leaf.max_def_level,
+        ))
+    sort_idx = [c for c, _, _ in sorting]
+    if dts < 0 and sorting:
+        first, desc, _ = sorting[0]
+        if (not desc and leaves[first].repetition == L.REPETITION_REQUIRED and leaves[first].max_rep_level == 0
+                and L.qdb_type_tag(cols[first].type) == L.QDB_TIMESTAMP):
+            dts = first
+    dts_asc = False
+    if qdb is not None and dts >= 0 and sort_idx in ([], [dts]) and not cols[dts].flags & L.COLUMN_FLAG_DESCENDING:
+        # QuestDB partitions are sorted by the designated timestamp; say so the compact way.
+        dts_asc, sort_idx = True, []
+    unused = 0
+    if qdb is not None:
+        try:
+            unused = max(0, int(qdb.get("unused_bytes", 0) or 0))
+        except (TypeError, ValueError):
+            raise ParquetFormatError("questdb metadata unused_bytes is not an integer") from None
+    return SchemaMapping(cols, dts, sort_idx, dts_asc, unused, qdb is not None)
