@@ -244,6 +244,35 @@ def cmd_generate(args):
     return 1 if failures else 0
 
 
+def cmd_prune(args):
+    from .expr import parse
+    from .table import open_table
+
+    pred = parse(args.where)
+    with open_table(args.table_dir) as table:
+        t0 = time.perf_counter()
+        kept = table.prune(pred)
+        elapsed = time.perf_counter() - t0
+        total_rgs = sum(table.meta(p).row_group_count for p in table.partitions)
+        total_rows = sum(int(table.meta(p).num_rows.sum()) for p in table.partitions)
+    rows = kept.to_pylist()
+    if args.json:
+        json.dump({"partitions": len(table.partitions), "row_groups": total_rgs, "rows": total_rows,
+                   "kept": rows, "seconds": elapsed}, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+    by_part = {}
+    for r in rows:
+        by_part.setdefault(r["partition"], []).append(r)
+    for p, rs in by_part.items():
+        rgs = ",".join(str(r["row_group"]) for r in rs)
+        print(f"{p or '.'}: row groups [{rgs}] ({sum(r['num_rows'] for r in rs):,} rows)")
+    kept_rows = sum(r["num_rows"] for r in rows)
+    print(f"kept {len(rows)} of {total_rgs} row groups ({kept_rows:,} of {total_rows:,} rows) in "
+          f"{len(by_part)} of {len(table.partitions)} partitions; pruning took {elapsed * 1e3:.2f} ms")
+    return 0
+
+
 def cmd_demo(args):
     from .demo import run_demo
 
@@ -275,6 +304,12 @@ def build_parser():
     s = sub.add_parser("verify", help="verify CRC and structure of _pm files (every snapshot)")
     s.add_argument("pm_files", nargs="+", metavar="PM_FILE")
     s.set_defaults(func=cmd_verify)
+
+    s = sub.add_parser("prune", help="row groups of a table that may match a WHERE clause")
+    s.add_argument("table_dir", metavar="TABLE_DIR")
+    s.add_argument("--where", required=True, metavar="EXPR", help="SQL WHERE clause, e.g. \"ts >= '2024-01-02' AND x > 5\"")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_prune)
 
     s = sub.add_parser("demo", help="build a sample table, generate _pm files, prune and read a query")
     s.add_argument("--dir", help="where to build the sample (default: a temporary directory)")
