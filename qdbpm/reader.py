@@ -42,23 +42,20 @@ class _Footer:
 class ParquetMeta:
     """One pinned snapshot of a `_pm` file. Use `qdbpm.open`."""
 
-    def __init__(self, path, *, parquet_size=None, verify=True):
+    def __init__(self, path, *, parquet_size=None, verify=True, data=None):
         self.path = os.fspath(path)
         self._mm = None
         self._cache = {}
-        with builtin_open(self.path, "rb") as f:
-            file_size = os.fstat(f.fileno()).st_size
-            if file_size < L.HEADER_SIZE:
-                raise self._err(f"file is {file_size} bytes, shorter than the {L.HEADER_SIZE}-byte header")
-            committed = int.from_bytes(f.read(L.PM_SIZE_BYTES), "little")
-            if committed < L.MIN_COMMITTED_SIZE:
-                raise self._err(f"PARQUET_META_FILE_SIZE at offset 0 = {committed}: smaller than the "
-                                f"minimum {L.MIN_COMMITTED_SIZE}")
-            if committed > file_size:
-                raise self._err(f"PARQUET_META_FILE_SIZE at offset 0 = {committed}: larger than the "
-                                f"file ({file_size} bytes)")
-            # Map exactly the committed size: bytes past it may be an unpublished append.
-            self._mm = mmap.mmap(f.fileno(), committed, access=mmap.ACCESS_READ)
+        if data is not None:
+            # Bytes fetched from an object store: the same checks, over a buffer instead of a map.
+            committed = self._committed_size(len(data), bytes(data[: L.PM_SIZE_BYTES]))
+            self._mm = memoryview(data)[:committed]
+        else:
+            with builtin_open(self.path, "rb") as f:
+                file_size = os.fstat(f.fileno()).st_size
+                committed = self._committed_size(file_size, f.read(L.PM_SIZE_BYTES))
+                # Map exactly the committed size: bytes past it may be an unpublished append.
+                self._mm = mmap.mmap(f.fileno(), committed, access=mmap.ACCESS_READ)
         try:
             self._buf = np.frombuffer(self._mm, dtype=np.uint8)
             self.pm_size = committed
@@ -76,6 +73,18 @@ class ParquetMeta:
         except BaseException:
             self.close()
             raise
+
+    def _committed_size(self, file_size, head):
+        if file_size < L.HEADER_SIZE:
+            raise self._err(f"file is {file_size} bytes, shorter than the {L.HEADER_SIZE}-byte header")
+        committed = int.from_bytes(head, "little")
+        if committed < L.MIN_COMMITTED_SIZE:
+            raise self._err(f"PARQUET_META_FILE_SIZE at offset 0 = {committed}: smaller than the "
+                            f"minimum {L.MIN_COMMITTED_SIZE}")
+        if committed > file_size:
+            raise self._err(f"PARQUET_META_FILE_SIZE at offset 0 = {committed}: larger than the "
+                            f"file ({file_size} bytes)")
+        return committed
 
     # --- errors -----------------------------------------------------------------------------
 
@@ -665,7 +674,10 @@ class ParquetMeta:
             self.__dict__.pop(name, None)
         if mm is not None:
             try:
-                mm.close()
+                if isinstance(mm, mmap.mmap):
+                    mm.close()
+                else:
+                    mm.release()
             except BufferError:
                 pass  # numpy views handed out still use the mapping; it closes when they go
 
@@ -683,6 +695,18 @@ class ParquetMeta:
 builtin_open = open
 
 
-def open(pm_path, *, parquet_size=None, verify=True) -> ParquetMeta:  # noqa: A001 - public API name
-    """Map the committed part of a `_pm` file and pin a snapshot (None: the latest)."""
+def open(pm_path, *, parquet_size=None, verify=True, filesystem=None) -> ParquetMeta:  # noqa: A001
+    """Map the committed part of a `_pm` file and pin a snapshot (None: the latest).
+
+    With an fsspec `filesystem` the file is fetched in one request and read from memory."""
+    if filesystem is not None:
+        try:
+            data = filesystem.cat_file(pm_path)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            from .errors import StorageError
+
+            raise StorageError(f"{pm_path}: cannot fetch: {e}") from e
+        return ParquetMeta(pm_path, parquet_size=parquet_size, verify=verify, data=data)
     return ParquetMeta(pm_path, parquet_size=parquet_size, verify=verify)

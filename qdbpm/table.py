@@ -19,8 +19,19 @@ PM_NAME = "_pm"
 DATA_NAME = "data.parquet"
 
 
-def find_partitions(root) -> list:
+def find_partitions(root, filesystem=None) -> list:
     """Relative paths (sorted, '/'-separated) of directories below root holding a `_pm`."""
+    if filesystem is not None:
+        base = filesystem._strip_protocol(root).rstrip("/")
+        out = []
+        for f in filesystem.find(base):
+            f = f.rstrip("/")
+            if f.rsplit("/", 1)[-1] == PM_NAME and f.startswith(base):
+                rel = f[len(base):].strip("/")
+                out.append(rel.rsplit("/", 1)[0] if "/" in rel else "")
+        if not out:
+            raise PmError(f"no partitions (directories with a _pm) under {root!r}")
+        return sorted(out)
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise PmError(f"table root {root!r} is not a directory")
@@ -83,22 +94,30 @@ class _Group:
 class Table:
     """A partitioned table of `data.parquet` + `_pm` directories. Use `open_table`."""
 
-    def __init__(self, root):
-        self.root = os.fspath(root)
-        self.partitions = find_partitions(self.root)
+    def __init__(self, root, filesystem=None):
+        self.filesystem = filesystem
+        self.root = filesystem._strip_protocol(root).rstrip("/") if filesystem is not None else os.fspath(root)
+        self.partitions = find_partitions(self.root, filesystem)
         self._metas = {}
         self._groups = None
 
+    def _dir(self, partition) -> str:
+        if self.filesystem is not None:
+            return f"{self.root}/{partition}" if partition else self.root
+        return os.path.join(self.root, *partition.split("/")) if partition else self.root
+
     def pm_path(self, partition) -> str:
-        return os.path.join(self.root, *partition.split("/"), PM_NAME) if partition else os.path.join(self.root, PM_NAME)
+        d = self._dir(partition)
+        return f"{d}/{PM_NAME}" if self.filesystem is not None else os.path.join(d, PM_NAME)
 
     def parquet_path(self, partition) -> str:
-        return os.path.join(os.path.dirname(self.pm_path(partition)), DATA_NAME)
+        d = self._dir(partition)
+        return f"{d}/{DATA_NAME}" if self.filesystem is not None else os.path.join(d, DATA_NAME)
 
     def meta(self, partition):
         pm = self._metas.get(partition)
         if pm is None:
-            pm = self._metas[partition] = open_pm(self.pm_path(partition))
+            pm = self._metas[partition] = open_pm(self.pm_path(partition), filesystem=self.filesystem)
         return pm
 
     def _schema_groups(self):
@@ -162,5 +181,6 @@ class Table:
         return f"<Table {self.root!r} partitions={len(self.partitions)}>"
 
 
-def open_table(root) -> Table:
-    return Table(root)
+def open_table(root, filesystem=None) -> Table:
+    """Open a table directory (local, or a path / URI on an fsspec `filesystem`)."""
+    return Table(root, filesystem)

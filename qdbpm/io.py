@@ -1,0 +1,140 @@
+"""Byte ranges from `_pm` alone, and fetching them through fsspec with bounded memory.
+
+Planning reads only the chunk records; the Parquet object's size comes from the pinned snapshot,
+never from a listing, and a short read is an error, not a silently shorter result.
+"""
+
+from __future__ import annotations
+
+import bisect
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import layout as L
+from .errors import CorruptFileError, StorageError
+
+DEFAULT_MAX_GAP = 64 * 1024  # merge two ranges when fewer bytes than this lie between them
+DEFAULT_MAX_WASTE = 0.05  # ... and the bytes fetched for nothing stay under 5% of the useful ones
+DEFAULT_MAX_RANGE = 64 * 1024 * 1024  # never merge into a single request larger than this
+DEFAULT_MAX_INFLIGHT = 256 * 1024 * 1024  # bytes requested but not yet consumed, per fetch call
+
+
+@dataclass
+class Range:
+    """One request: [start, start + length) of the Parquet object, serving several chunks."""
+
+    start: int
+    length: int
+    chunks: list = field(default_factory=list)  # [(row_group, column, chunk_start, chunk_length)]
+    useful: int = 0  # bytes of requested chunks inside the range
+
+    @property
+    def end(self) -> int:
+        return self.start + self.length
+
+
+@dataclass
+class Plan:
+    ranges: list  # [Range] sorted by start
+    all_null: list  # [(row_group, column)] answered without any fetch
+    chunk_bytes: int  # sum of the chunks that will be fetched
+
+    @property
+    def fetch_bytes(self) -> int:
+        return sum(r.length for r in self.ranges)
+
+
+def all_null_mask(chunks) -> np.ndarray:
+    """NULL_COUNT == NUM_VALUES with the null count known: the chunk decodes to nulls only."""
+    known = (chunks["stat_flags"] & L.STAT_NULL_COUNT_PRESENT) != 0
+    return known & (chunks["null_count"] == chunks["num_values"])
+
+
+def plan(pm, row_groups=None, columns=None, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE,
+         max_waste=DEFAULT_MAX_WASTE) -> Plan:
+    """Ranges covering the chosen chunks, coalesced across small holes; all-null chunks skipped.
+
+    Two neighbours merge into one request when the hole between them is at most `max_gap` bytes
+    and the range's unrequested bytes stay within `max_waste` of its requested ones: fewer
+    requests without paying for much that is thrown away."""
+    rgs = np.arange(pm.row_group_count) if row_groups is None else np.asarray(row_groups, np.int64)
+    cols = np.arange(pm.column_count) if columns is None else np.asarray(
+        [pm.column_index(c) if isinstance(c, str) else int(c) for c in columns], np.int64)
+    if rgs.size and (rgs.min() < 0 or rgs.max() >= pm.row_group_count):
+        raise IndexError(f"row groups {rgs.tolist()} not in [0, {pm.row_group_count})")
+    sub = pm.chunks[rgs[:, None], cols[None, :]] if rgs.size and cols.size else np.zeros((0, 0), L.CHUNK_DTYPE)
+    nulls = all_null_mask(sub)
+    starts = sub["byte_range_start"].astype(np.int64)
+    lengths = sub["total_compressed"].astype(np.int64)
+    limit = pm.parquet_footer_offset
+    bad = ~nulls & ((starts < 4) | (lengths <= 0) | (starts + lengths > limit))
+    if bad.any():
+        i, j = (int(v[0]) for v in np.nonzero(bad))
+        raise CorruptFileError(f"{pm.path}: row group {int(rgs[i])} column {int(cols[j])} chunk "
+                               f"[{int(starts[i, j])}, +{int(lengths[i, j])}) is not inside the Parquet data "
+                               f"[4, {limit}) of snapshot {pm.parquet_size}")
+    all_null = [(int(rgs[i]), int(cols[j])) for i, j in zip(*np.nonzero(nulls))]
+    take = np.nonzero(~nulls)
+    items = sorted(zip(starts[take].tolist(), lengths[take].tolist(),
+                       rgs[take[0]].tolist(), cols[take[1]].tolist()))
+    # All-null chunks are never fetched, not even as filler inside a coalesced range.
+    barriers = sorted(int(x) for x in starts[nulls].tolist())
+    ranges = []
+    for s, n, r, c in items:
+        cur = ranges[-1] if ranges else None
+        if cur is not None:
+            new_len = max(cur.end, s + n) - cur.start
+            useful = cur.useful + n
+            k = bisect.bisect_left(barriers, cur.end)
+            crosses_null = k < len(barriers) and barriers[k] < s
+            if (s - cur.end <= max_gap and new_len <= max_range and new_len - useful <= max_waste * useful
+                    and not crosses_null):
+                cur.length, cur.useful = new_len, useful
+                cur.chunks.append((r, c, s, n))
+                continue
+        cur = Range(s, n, useful=n)
+        ranges.append(cur)
+        cur.chunks.append((r, c, s, n))
+    return Plan(ranges, all_null, int(lengths[take].sum()) if items else 0)
+
+
+def _cat(fs, path, start, end):
+    try:
+        return fs.cat_file(path, start=start, end=end)
+    except StorageError:
+        raise
+    except OSError as e:  # e.g. S3 InvalidRange: the object ends before `start`
+        raise StorageError(f"{path}: cannot read bytes [{start}, {end}): {e}; the object is shorter than "
+                           "its _pm snapshot says, missing, or unreadable") from e
+
+
+def fetch(fs, path, ranges, *, max_workers=8, max_inflight=DEFAULT_MAX_INFLIGHT) -> dict:
+    """Fetch the ranges concurrently: {(row_group, column): bytes of the chunk}.
+
+    Requests go out in waves of at most `max_inflight` bytes, so memory stays bounded by the
+    result plus one wave. A response shorter than asked means the object is not what the `_pm`
+    snapshot describes: StorageError.
+    """
+    out = {}
+    waves, cur, size = [], [], 0
+    for r in ranges:
+        if cur and size + r.length > max_inflight:
+            waves.append(cur)
+            cur, size = [], 0
+        cur.append(r)
+        size += r.length
+    if cur:
+        waves.append(cur)
+    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        for wave in waves:
+            blobs = list(pool.map(lambda r: _cat(fs, path, r.start, r.end), wave))
+            for r, blob in zip(wave, blobs):
+                if len(blob) != r.length:
+                    raise StorageError(f"{path}: asked for bytes [{r.start}, {r.end}) and got {len(blob)}; the "
+                                       "object is shorter than its _pm snapshot says (truncated or replaced)")
+                mv = memoryview(blob)
+                for rg, c, s, n in r.chunks:
+                    out[(rg, c)] = mv[s - r.start : s - r.start + n]
+    return out

@@ -1,0 +1,294 @@
+"""Cold storage: read_table against a real S3-compatible server (SeaweedFS on loopback).
+
+Tables written by pyarrow, DuckDB and Spark are uploaded; read_table must equal pyarrow's own
+result (values and types), fetch nothing but surviving chunks (never a footer, never an all-null
+chunk, at most 5% extra bytes), and refuse objects that do not match their `_pm`.
+"""
+
+import datetime as dt
+import decimal
+import os
+import random
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import qdbpm
+from qdbpm import col
+from qdbpm.filter import filter_table
+from qdbpm.generate import generate
+from qdbpm.io import all_null_mask
+
+DAY_US = 86_400_000_000
+
+
+class CountingFS:
+    """Wraps an fsspec filesystem and records every byte-range request."""
+
+    def __init__(self, fs):
+        self.fs = fs
+        self.requests = []  # (path, start, end)
+
+    def cat_file(self, path, start=None, end=None, **kw):
+        data = self.fs.cat_file(path, start=start, end=end, **kw)
+        self.requests.append((path, start, end, len(data)))
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self.fs, name)
+
+
+def pyarrow_partition(path, day, rows=800, rg=100):
+    rng = np.random.default_rng(day)
+    ts = np.datetime64("2024-03-01", "us") + np.timedelta64(day * DAY_US, "us") + \
+        (np.arange(rows) * (DAY_US // rows)).astype("timedelta64[us]")
+    px = rng.normal(100, 10, rows)
+    px[rng.random(rows) < 0.05] = np.nan
+    t = pa.table({
+        "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+        "sym": pa.array([f"S{(i // rg + day) % 4}" for i in range(rows)]),
+        "px": pa.array(px, mask=rng.random(rows) < 0.05),
+        "qty": pa.array(rng.integers(-1000, 1000, rows), pa.int64()),
+        "dec": pa.array([decimal.Decimal(int(v)).scaleb(-4) for v in rng.integers(-10**9, 10**9, rows)],
+                        pa.decimal128(18, 4)),
+        "flag": pa.array(rng.random(rows) < 0.5),
+        # all-null in the first half of every partition: those chunks must never be fetched
+        "note": pa.array([None] * (rows // 2) + [f"n{i}" for i in range(rows - rows // 2)], pa.string()),
+    })
+    pq.write_table(t, path, row_group_size=rg, sorting_columns=[pq.SortingColumn(0)])
+    return t
+
+
+def build_local(root, days, writer):
+    truth = {}
+    for d in range(days):
+        part = os.path.join(root, f"day={d:02d}")
+        os.makedirs(part)
+        path = os.path.join(part, "data.parquet")
+        writer(path, d)
+        generate(path)
+        truth[f"day={d:02d}"] = pq.read_table(path)
+    return truth
+
+
+def upload(fs, local_root, remote_root):
+    for d, _, files in os.walk(local_root):
+        for f in files:
+            rel = os.path.relpath(os.path.join(d, f), local_root).replace(os.sep, "/")
+            fs.put_file(os.path.join(d, f), f"{remote_root}/{rel}")
+
+
+def same(a, b):
+    """Equal schemas and values, NaN equal to NaN (Table.equals says NaN != NaN)."""
+    if a.schema != b.schema or a.num_rows != b.num_rows:
+        return False
+
+    def norm(rows):
+        return [{k: ("NaN" if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in rows]
+
+    return norm(a.to_pylist()) == norm(b.to_pylist())
+
+
+def expected(truth, columns, pred):
+    parts = [filter_table(truth[p], pred).select(columns) if pred is not None else truth[p].select(columns)
+             for p in sorted(truth)]
+    return pa.concat_tables(parts)
+
+
+PREDICATES = [
+    None,
+    col("ts") >= dt.datetime(2024, 3, 2, 12, tzinfo=dt.timezone.utc),
+    (col("ts").between("2024-03-01T03:00:00", "2024-03-01T09:00:00")) & (col("qty") > 0),
+    col("sym") == "S2",
+    col("sym").isin(["S0", "S3"]) & ~(col("px") < 100),
+    col("px").is_null() | (col("dec") > decimal.Decimal("0.5")),
+    col("note").is_not_null() & (col("flag") == True),  # noqa: E712
+    (col("qty") == 7) | (col("sym") == "nope"),
+]
+
+
+def check_requests(counting, table_root, fs, pred, columns):
+    """No footer bytes, no all-null chunk, and <= 5% over the surviving chunks' bytes."""
+    with qdbpm.open_table(table_root, fs) as table:
+        masks = table.prune_masks(pred) if pred is not None else None
+        useful = 0
+        for p in table.partitions:
+            pm = table.meta(p)
+            need = set(columns) | (pred.columns() if pred is not None else set())
+            cols = [pm.column_index(n) for n in need]
+            rgs = np.nonzero(masks[p])[0] if masks is not None else np.arange(pm.row_group_count)
+            sub = pm.chunks[np.ix_(rgs, cols)]
+            nulls = all_null_mask(sub)
+            useful += int(sub["total_compressed"][~nulls].sum())
+            path = fs._strip_protocol(table.parquet_path(p))
+            reqs = [(s, e) for q, s, e, _ in counting.requests if fs._strip_protocol(q) == path]
+            for s, e in reqs:
+                assert s is not None and e is not None, "a whole-object read of data.parquet"
+                assert 4 <= s and e <= pm.parquet_footer_offset, f"request [{s}, {e}) touches the footer"
+                for (r, c) in zip(*np.nonzero(nulls)):
+                    cs = int(sub[r, c]["byte_range_start"])
+                    ce = cs + int(sub[r, c]["total_compressed"])
+                    assert e <= cs or s >= ce, "fetched an all-null chunk"
+    fetched = sum(n for q, s, e, n in counting.requests if q.endswith("data.parquet"))
+    assert fetched <= 1.05 * useful, (fetched, useful)
+    return fetched, useful
+
+
+@pytest.fixture(scope="module")
+def pyarrow_table(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("pa_table"))
+    truth = build_local(root, 3, pyarrow_partition)
+    return root, truth
+
+
+def test_read_table_local_equals_pyarrow(pyarrow_table):
+    root, truth = pyarrow_table
+    for pred in PREDICATES:
+        got = qdbpm.read_table(root, where=pred)
+        want = expected(truth, truth["day=00"].column_names, pred)
+        assert same(got, want), (pred, got.schema, want.schema)
+
+
+def test_read_table_s3_random_columns_and_predicates(s3_server, s3_bucket, pyarrow_table):
+    root, truth = pyarrow_table
+    fs = s3_server.filesystem()
+    remote = f"{s3_bucket}/trades"
+    upload(fs, root, remote)
+    rnd = random.Random(7)
+    names = truth["day=00"].column_names
+    for pred in PREDICATES:
+        cols = rnd.sample(names, rnd.randint(1, len(names)))
+        counting = CountingFS(fs)
+        got = qdbpm.read_table(f"s3://{remote}", columns=cols, where=pred, filesystem=counting)
+        assert same(got, expected(truth, cols, pred)), pred
+        check_requests(counting, f"s3://{remote}", fs, pred, cols)
+
+
+def test_selective_query_fetches_little(s3_server, s3_bucket, pyarrow_table):
+    root, truth = pyarrow_table
+    fs = s3_server.filesystem()
+    remote = f"{s3_bucket}/sel"
+    upload(fs, root, remote)
+    counting = CountingFS(fs)
+    pred = col("ts").between("2024-03-02T06:00:00", "2024-03-02T08:59:59")
+    got = qdbpm.read_table(f"s3://{remote}", columns=["ts", "px"], where=pred, filesystem=counting)
+    assert got.num_rows == 100
+    fetched, useful = check_requests(counting, f"s3://{remote}", fs, pred, ["ts", "px"])
+    total = sum(os.path.getsize(os.path.join(root, p, "data.parquet")) for p in truth)
+    assert fetched < total / 20
+
+
+def duckdb_partition(path, day):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"""
+        COPY (SELECT TIMESTAMPTZ '2024-03-01 00:00:00+00' + INTERVAL (i * 60 + {day} * 86400) SECOND AS ts,
+                     'S' || ((i // 100 + {day}) % 4) AS sym,
+                     CASE WHEN i % 17 = 0 THEN NULL ELSE i * 1.5 END AS px,
+                     (i * 7919 % 2000 - 1000)::BIGINT AS qty,
+                     (i * 31 % 1000)::DECIMAL(18, 3) / 7 AS dec
+              FROM range(600) t(i))
+        TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE 100)""")
+    con.close()
+
+
+def test_duckdb_table_on_s3(s3_server, s3_bucket, tmp_path):
+    pytest.importorskip("duckdb")
+    truth = build_local(str(tmp_path), 2, duckdb_partition)
+    fs = s3_server.filesystem()
+    remote = f"{s3_bucket}/duck"
+    upload(fs, str(tmp_path), remote)
+    for pred in [None, (col("sym") == "S1") & (col("qty") > 0), col("px").is_null(), col("dec") < 10,
+                 col("ts") >= dt.datetime(2024, 3, 2, 5, tzinfo=dt.timezone.utc)]:
+        counting = CountingFS(fs)
+        got = qdbpm.read_table(f"s3://{remote}", where=pred, filesystem=counting)
+        want = expected(truth, truth["day=00"].column_names, pred)
+        assert same(got, want), (pred, got.schema, want.schema)
+        check_requests(counting, f"s3://{remote}", fs, pred, want.column_names)
+
+
+def test_spark_table_on_s3(spark, s3_server, s3_bucket, tmp_path):
+    from pyspark.sql import functions as F
+
+    def spark_partition(path, day):
+        out = str(tmp_path / f"spark_out_{day}")
+        df = (spark.range(0, 500).withColumn("ts", F.timestamp_seconds(F.lit(1709251200 + day * 86400) + F.col("id") * 60))
+              .withColumn("sym", F.concat(F.lit("S"), ((F.col("id") / 100).cast("int") + day) % 4))
+              .withColumn("px", F.when(F.col("id") % 13 == 0, None).otherwise(F.col("id") * 0.5))
+              .withColumn("dec", (F.col("id") % 97).cast("decimal(10,2)")))
+        (df.coalesce(1).write.option("parquet.block.size", 4096).mode("overwrite").parquet(out))
+        part = [f for f in os.listdir(out) if f.endswith(".parquet")][0]
+        shutil.copy(os.path.join(out, part), path)
+
+    local = tmp_path / "table"
+    local.mkdir()
+    truth = build_local(str(local), 2, spark_partition)
+    assert pq.ParquetFile(os.path.join(local, "day=00", "data.parquet")).metadata.num_row_groups > 1
+    fs = s3_server.filesystem()
+    remote = f"{s3_bucket}/spark"
+    upload(fs, str(local), remote)
+    for pred in [None, col("sym") == "S2", (col("id") > 250) & col("px").is_not_null(), col("dec") >= 50]:
+        counting = CountingFS(fs)
+        got = qdbpm.read_table(f"s3://{remote}", where=pred, filesystem=counting)
+        want = expected(truth, truth["day=00"].column_names, pred)
+        assert same(got, want), (pred, got.schema, want.schema)
+        check_requests(counting, f"s3://{remote}", fs, pred, want.column_names)
+
+
+def test_truncated_object_is_refused(s3_server, s3_bucket, pyarrow_table):
+    root, _ = pyarrow_table
+    fs = s3_server.filesystem()
+    remote = f"{s3_bucket}/trunc"
+    upload(fs, root, remote)
+    victim = f"{remote}/day=01/data.parquet"
+    data = fs.cat_file(victim)
+    fs.pipe_file(victim, data[: len(data) // 3])  # the object no longer holds what _pm describes
+    with pytest.raises(qdbpm.StorageError, match="shorter than its _pm snapshot") as info:
+        qdbpm.read_table(f"s3://{remote}", filesystem=fs)
+    assert "day=01/data.parquet" in str(info.value) and isinstance(info.value, OSError)
+
+
+def test_pm_pointing_past_the_object(s3_server, s3_bucket, tmp_path):
+    # a _pm from a bigger file paired with a smaller object of the same schema
+    big, small = tmp_path / "big", tmp_path / "small"
+    for d, rows in ((big, 800), (small, 200)):
+        (d / "day=00").mkdir(parents=True)
+        pyarrow_partition(str(d / "day=00" / "data.parquet"), 0, rows=rows)
+    generate(str(big / "day=00" / "data.parquet"))
+    shutil.copy(big / "day=00" / "_pm", small / "day=00" / "_pm")
+    fs = s3_server.filesystem()
+    remote = f"{s3_bucket}/past"
+    upload(fs, str(small), remote)
+    with pytest.raises(qdbpm.StorageError):
+        qdbpm.read_table(f"s3://{remote}", where=col("ts") > dt.datetime(2024, 3, 1, 18, tzinfo=dt.timezone.utc),
+                         filesystem=fs)
+
+
+def test_chunk_bytes_that_do_not_decode(s3_server, s3_bucket, pyarrow_table):
+    root, _ = pyarrow_table
+    fs = s3_server.filesystem()
+    remote = f"{s3_bucket}/garbage"
+    upload(fs, root, remote)
+    victim = f"{remote}/day=00/data.parquet"
+    data = bytearray(fs.cat_file(victim))
+    with qdbpm.open(os.path.join(root, "day=00", "_pm")) as pm:
+        s = int(pm.chunks[0, 3]["byte_range_start"])
+        n = int(pm.chunks[0, 3]["total_compressed"])
+    data[s : s + n] = os.urandom(n)  # same size, garbage content (page header included)
+    fs.pipe_file(victim, bytes(data))
+    with pytest.raises(qdbpm.PmError, match="do not decode"):
+        qdbpm.read_table(f"s3://{remote}", columns=["qty"], filesystem=fs)
+
+
+def test_nested_column_is_refused_clearly(tmp_path):
+    part = tmp_path / "p"
+    part.mkdir()
+    pq.write_table(pa.table({"a": [1, 2], "l": [[1], [2, 3]]}), str(part / "data.parquet"))
+    generate(str(part / "data.parquet"))
+    assert qdbpm.read_table(str(tmp_path), columns=["a"]).column("a").to_pylist() == [1, 2]
+    with pytest.raises(qdbpm.PmError, match="nested"):
+        qdbpm.read_table(str(tmp_path), columns=["l.list.element"])
