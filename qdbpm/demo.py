@@ -1,73 +1,127 @@
-"""`qdbpm demo`: the main job on its embedded default, end to end on local files."""
+"""`qdbpm demo`: the main job on its embedded default, end to end on local files.
+
+Builds 30 daily partitions of a trades table with pyarrow, generates every `_pm`, prunes a
+query with them, reads the surviving chunks through byte-range requests (never a Parquet
+footer), checks the rows against pyarrow, and prints what was skipped.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
+import time
 
 import numpy as np
 
-from . import layout as L
-from .desc import Column, Description
-from .reader import open as open_pm
-from .writer import write_new, write_update
-
 DAY_US = 86_400_000_000
+SYMBOLS = ["AAPL", "AMZN", "GOOG", "META", "MSFT", "NVDA", "TSLA", "NFLX"]
+QUERY = "ts BETWEEN '2024-01-15T10:00:00Z' AND '2024-01-15T13:59:59Z' AND sym = 'NVDA' AND price > 100"
 
 
-def _trades_description(day: int, row_groups: int, rows_per_group: int = 1000) -> Description:
-    """A QuestDB-shaped trades partition: designated ts, symbol, price, qty (stats, no data)."""
-    cols = [
-        Column("ts", type=L.QDB_TIMESTAMP | L.QDB_FLAG_DESIGNATED_TIMESTAMP, id=0, physical_type=L.PT_INT64,
-               flags=L.column_flags(repetition=L.REPETITION_REQUIRED), max_def_level=0),
-        Column("sym", type=L.QDB_SYMBOL, id=1, physical_type=L.PT_BYTE_ARRAY),
-        Column("price", type=L.QDB_DOUBLE, id=2, physical_type=L.PT_DOUBLE),
-        Column("qty", type=L.QDB_LONG, id=3, physical_type=L.PT_INT64),
-    ]
-    rng = np.random.default_rng(day)
-    rgs, pos = [], 4
-    step = DAY_US // max(row_groups, 1)
-    for r in range(row_groups):
-        lo = day * DAY_US + r * step
-        chunks = np.zeros(4, L.CHUNK_DTYPE)
-        sizes = rng.integers(2000, 8000, 4)
-        for c in range(4):
-            chunks[c] = (L.CODEC_ZSTD, L.ENC_PLAIN | L.ENC_RLE_DICTIONARY,
-                         L.STAT_MIN_EXACT | L.STAT_MAX_EXACT | L.STAT_NULL_COUNT_PRESENT, 0, 0,
-                         rows_per_group, pos, sizes[c], 0, 0, 0, 0)
-            pos += int(sizes[c])
-        px = np.sort(rng.uniform(90, 110, 2))
-        rgs.append({
-            "num_rows": rows_per_group,
-            "chunks": chunks,
-            "mins": [np.int64(lo).tobytes(), b"AAPL", px[0].tobytes(), np.int64(1).tobytes()],
-            "maxs": [np.int64(lo + step - 1).tobytes(), b"TSLA", px[1].tobytes(), np.int64(500).tobytes()],
+class _CountingFS:
+    """Local filesystem that counts the byte ranges read (what an object store would bill)."""
+
+    def __init__(self):
+        import fsspec
+
+        self.fs = fsspec.filesystem("file")
+        self.requests = 0  # byte ranges of data.parquet
+        self.bytes = 0
+        self.pm_reads = 0
+        self.pm_bytes = 0
+
+    def cat_file(self, path, start=None, end=None, **kw):
+        data = self.fs.cat_file(path, start=start, end=end, **kw)
+        if str(path).endswith("_pm"):
+            self.pm_reads += 1
+            self.pm_bytes += len(data)
+        else:
+            self.requests += 1
+            self.bytes += len(data)
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self.fs, name)
+
+
+def build_trades(root, days=30, rows_per_day=48_000, row_group=4_000, seed=0):
+    """Daily partitions `ts=YYYY-MM-DD/data.parquet` of synthetic trades, ts ascending."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    paths = []
+    for d in range(days):
+        day = np.datetime64("2024-01-01", "D") + np.timedelta64(d, "D")
+        part = os.path.join(root, f"ts={day}")
+        os.makedirs(part, exist_ok=True)
+        offs = np.sort(rng.integers(0, DAY_US, rows_per_day))
+        ts = day.astype("datetime64[us]") + offs.astype("timedelta64[us]")
+        # symbols come in bursts, so a row group holds few of them (as real feeds often do)
+        sym = np.repeat(rng.choice(SYMBOLS, rows_per_day // 500), 500)
+        price = np.round(rng.lognormal(4.5, 0.4, rows_per_day), 2)
+        t = pa.table({
+            "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+            "sym": pa.array(sym),
+            "price": pa.array(price),
+            "qty": pa.array(rng.integers(1, 1000, rows_per_day), pa.int64()),
+            "side": pa.array(np.where(rng.random(rows_per_day) < 0.5, "buy", "sell")),
         })
-    return Description.from_row_groups(cols, rgs, designated_timestamp=0, sorting_is_dts_asc=True,
-                                       parquet_footer_offset=pos, parquet_footer_length=600)
+        path = os.path.join(part, "data.parquet")
+        pq.write_table(t, path, row_group_size=row_group, compression="zstd",
+                       sorting_columns=[pq.SortingColumn(0)], bloom_filter_options={"sym": {"ndv": 8}})
+        paths.append(path)
+    return paths
 
 
 def run_demo(args) -> int:
+    import pyarrow.dataset as pads
+
+    from .expr import parse
+    from .filter import to_arrow
+    from .generate import generate
+    from .read import read_table
+    from .table import open_table
+
     root = args.dir or tempfile.mkdtemp(prefix="qdbpm-demo-")
     os.makedirs(root, exist_ok=True)
-    print(f"building 3 daily partitions of a trades table in {root}")
-    for day in range(3):
-        part = os.path.join(root, f"2024-01-0{day + 1}")
-        os.makedirs(part, exist_ok=True)
-        size = write_new(os.path.join(part, "_pm"), _trades_description(19723 + day, 8))
-        print(f"  {part}/_pm: {size} bytes, 8 row groups")
-    pm_path = os.path.join(root, "2024-01-03", "_pm")
-    grown = _trades_description(19725, 10)
-    with open_pm(pm_path) as pm:
-        old = pm.to_description()
-    # Same first 8 row groups (same chunk starts), two appended: an update-mode commit.
-    grown.chunks[:8] = old.chunks
-    grown = dataclasses.replace(grown, unused_bytes=old.parquet_footer_length + 8)
-    new_size = write_update(pm_path, grown)
-    with open_pm(pm_path) as pm:
-        print(f"update: {pm_path} grew to {new_size} bytes; snapshots (Parquet sizes) {pm.snapshots()}")
-        for size in pm.snapshots():
-            with open_pm(pm_path, parquet_size=size) as snap:
-                print(f"  snapshot {size}: {snap.row_group_count} row groups, {int(snap.num_rows.sum())} rows, CRC ok")
-    return 0
+    t0 = time.perf_counter()
+    paths = build_trades(root)
+    total_bytes = sum(os.path.getsize(p) for p in paths)
+    print(f"built a trades table: {len(paths)} daily partitions, {total_bytes / 1e6:.1f} MB of Parquet in {root}"
+          f" ({time.perf_counter() - t0:.1f} s)")
+
+    t0 = time.perf_counter()
+    pm_bytes = sum(generate(p) for p in paths)
+    print(f"generated {len(paths)} _pm files ({pm_bytes / 1e3:.1f} kB in all, bloom filters inline) in "
+          f"{(time.perf_counter() - t0) * 1e3:.0f} ms")
+
+    pred = parse(QUERY)
+    print(f"\nquery: {QUERY}")
+    with open_table(root) as table:
+        total_rgs = sum(table.meta(p).row_group_count for p in table.partitions)
+        t0 = time.perf_counter()
+        kept = table.prune(pred)
+        prune_ms = (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        table.prune(pred)
+        again_ms = (time.perf_counter() - t0) * 1e3
+    parts = sorted(set(kept["partition"].to_pylist()))
+    print(f"pruned with _pm: {kept.num_rows} of {total_rgs} row groups survive, in {len(parts)} of "
+          f"{len(paths)} partitions ({prune_ms:.1f} ms first call, {again_ms:.2f} ms with stats cached)")
+
+    fs = _CountingFS()
+    t0 = time.perf_counter()
+    result = read_table(root, columns=["ts", "sym", "price", "qty"], where=pred, filesystem=fs)
+    read_ms = (time.perf_counter() - t0) * 1e3
+    print(f"read through byte ranges: {result.num_rows} matching rows, {fs.bytes / 1e3:.1f} kB of Parquet fetched "
+          f"in {fs.requests} range request(s) plus {fs.pm_reads} _pm reads ({fs.pm_bytes / 1e3:.1f} kB), "
+          f"{read_ms:.0f} ms; no Parquet footer was read")
+    print(f"skipped {total_rgs - kept.num_rows} of {total_rgs} row groups and "
+          f"{100 * (1 - fs.bytes / total_bytes):.2f}% of the table's {total_bytes / 1e6:.1f} MB")
+
+    want = pads.dataset(root, format="parquet").to_table(
+        columns=["ts", "sym", "price", "qty"], filter=to_arrow(pred, pads.dataset(paths[0]).schema))
+    same = want.sort_by("ts").equals(result.sort_by("ts"))
+    print(f"same rows as pyarrow.dataset reading the whole table: {'yes' if same else 'NO'}")
+    return 0 if same else 1

@@ -68,3 +68,16 @@ def test_errors_are_one_line_without_traceback(tmp_path):
 def test_usage_errors_exit_2(args):
     p = run(*args)
     assert p.returncode == 2 and "usage" in p.stderr
+
+
+def test_demo_runs_the_whole_story(tmp_path):
+    p = run("demo", "--dir", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "30 daily partitions" in out and "generated 30 _pm files" in out
+    assert "no Parquet footer was read" in out
+    assert "same rows as pyarrow.dataset reading the whole table: yes" in out
+    import re
+
+    kept, total = map(int, re.search(r"pruned with _pm: (\d+) of (\d+) row groups", out).groups())
+    assert 0 < kept < total / 10
