@@ -1,0 +1,141 @@
+"""Spark through PySpark on a real local session: distributed generate and prune, the pandas_udf
+helper, and the `qdbpm` data source against spark.read.parquet."""
+
+import datetime as dt
+import os
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import qdbpm
+from qdbpm import col
+from qdbpm.generate import generate
+
+pytest.importorskip("pyspark")
+import qdbpm.spark as qs  # noqa: E402
+
+from test_read_table import pyarrow_partition  # noqa: E402
+
+
+def small_partition(path, day, rows=120, rg=20):
+    rng = np.random.default_rng(day)
+    t = pa.table({"ts": pa.array(np.datetime64("2024-01-01", "us") + np.timedelta64(day, "D")
+                                 + (np.arange(rows) * 600_000_000).astype("timedelta64[us]"), pa.timestamp("us", tz="UTC")),
+                  "v": pa.array(rng.integers(0, 100, rows), pa.int64()),
+                  "s": pa.array([f"k{(i // rg + day) % 7}" for i in range(rows)])})
+    pq.write_table(t, path, row_group_size=rg)
+
+
+@pytest.fixture(scope="module")
+def many_partitions(tmp_path_factory):
+    root = tmp_path_factory.mktemp("many")
+    paths = []
+    for d in range(60):
+        part = root / f"p{d:03d}"
+        part.mkdir()
+        small_partition(str(part / "data.parquet"), d)
+        paths.append(str(part / "data.parquet"))
+    (root / "bad").mkdir()
+    (root / "bad" / "data.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
+    return root, paths
+
+
+def test_distributed_generate_equals_local_byte_for_byte(spark, many_partitions, tmp_path):
+    root, paths = many_partitions
+    local = tmp_path / "local"
+    shutil.copytree(root, local)
+    for p in sorted(local.glob("p*/data.parquet")):
+        generate(str(p))
+    bad = str(root / "bad" / "data.parquet")
+    rows = qs.generate(spark, paths + [bad]).collect()
+    assert len(rows) == 61
+    by_path = {r.parquet_path: r for r in rows}
+    assert by_path[bad].error and "Parquet" in by_path[bad].error and by_path[bad].pm_size is None
+    for p in paths:
+        r = by_path[p]
+        assert r.error is None and r.row_groups == 6
+        rel = os.path.relpath(os.path.dirname(p), root)
+        with open(os.path.join(os.path.dirname(p), "_pm"), "rb") as a, open(local / rel / "_pm", "rb") as b:
+            assert a.read() == b.read()
+        assert r.pm_size == os.path.getsize(r.pm_path)
+
+
+def test_distributed_prune_equals_table_prune(spark, many_partitions):
+    root, paths = many_partitions
+    for p in paths:
+        generate(p)
+    shutil.rmtree(root / "bad", ignore_errors=True)
+    pred = (col("s") == "k3") & (col("ts") >= dt.datetime(2024, 1, 20, 6))
+    got = qs.prune(spark, str(root), pred).orderBy("partition", "row_group").collect()
+    with qdbpm.open_table(str(root)) as t:
+        want = t.prune(pred).to_pylist()
+    assert [(r.partition, r.row_group, r.num_rows) for r in got] == \
+        [(w["partition"], w["row_group"], w["num_rows"]) for w in want]
+    assert 0 < len(got) < 60 * 6
+    # the pandas_udf helper: surviving row groups per _pm path
+    pm_paths = spark.createDataFrame([(os.path.join(os.path.dirname(p), "_pm"),) for p in paths[:10]], "pm string")
+    counts = pm_paths.select(qs.surviving_row_groups_udf(pred)("pm").alias("n")).collect()
+    expect = [int(qdbpm.open(os.path.join(os.path.dirname(p), "_pm")).prune(pred).sum()) for p in paths[:10]]
+    assert [r.n for r in counts] == expect
+
+
+@pytest.fixture(scope="module")
+def trades(tmp_path_factory):
+    root = tmp_path_factory.mktemp("trades")
+    for d in range(3):
+        part = root / f"2024-03-0{d + 1}"
+        part.mkdir()
+        pyarrow_partition(str(part / "data.parquet"), d)
+        generate(str(part / "data.parquet"))
+    return str(root)
+
+
+QUERIES = [
+    "ts >= '2024-03-02 00:00:00' AND ts < '2024-03-02 06:00:00'",
+    "sym = 'S2' AND qty > 0",
+    "sym IN ('S0', 'S3') AND NOT (qty <= 100)",
+    "dec > 0.5 AND note IS NOT NULL",
+    "px > 100 OR px IS NULL",
+    "isnan(px) OR qty = 7",
+    "flag AND sym <> 'S1'",
+    "note IS NULL AND ts > '2024-03-03 12:00:00'",
+    "qty <=> 5 OR NOT (sym IN ('S1', 'S2'))",
+]
+
+
+@pytest.mark.parametrize("tz", ["UTC", "America/New_York", "Asia/Kolkata"])
+def test_data_source_matches_spark_parquet(spark, trades, tz, tmp_path):
+    qs.register(spark)
+    spark.conf.set("spark.sql.session.timeZone", tz)
+    try:
+        total_rgs = sum(qdbpm.open(os.path.join(trades, p, "_pm")).row_group_count for p in os.listdir(trades))
+        for q in QUERIES:
+            audit = tmp_path / f"audit{abs(hash((q, tz)))}"
+            audit.mkdir()
+            ours = spark.read.format("qdbpm").option("audit_dir", str(audit)).load(trades)
+            theirs = spark.read.option("recursiveFileLookup", "true").parquet(trades).select(*ours.columns)
+            assert ours.schema == theirs.schema
+            a = sorted(map(repr, ours.where(q).collect()))
+            b = sorted(map(repr, theirs.where(q).collect()))
+            assert a == b, q
+            read = sum(len(f.read_text().splitlines()) for f in audit.iterdir())
+            print(f"{tz} {q!r}: qdbpm read {read} of {total_rgs} row groups, {len(a)} rows")
+            if q in QUERIES[:2] or q.startswith("note IS NULL"):
+                assert read < total_rgs / 2, (q, read)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+def test_filter_pushdown_accepts_only_exact_filters(spark, trades):
+    from pyspark.sql import datasource as D
+
+    with qdbpm.open(os.path.join(trades, "2024-03-01", "_pm")) as pm:
+        assert qs.convert_filter(D.EqualTo(("sym",), "S1"), pm) is not None
+        assert qs.convert_filter(D.GreaterThan(("px",), 1.0), pm) is None  # Spark: NaN > everything
+        assert qs.convert_filter(D.In(("sym",), ("a", None)), pm) is None
+        assert qs.convert_filter(D.Not(D.In(("qty",), (1, 2))), pm) is not None
+        assert qs.convert_filter(D.StringStartsWith(("sym",), "S"), pm) is None
+        assert qs.convert_filter(D.EqualTo(("nope",), 1), pm) is None
