@@ -274,6 +274,10 @@ def cmd_prune(args):
 
 
 def cmd_demo(args):
+    if args.spark:
+        from .demo import run_spark_demo
+
+        return run_spark_demo(args)
     from .demo import run_demo
 
     return run_demo(args)
@@ -313,6 +317,7 @@ def build_parser():
 
     s = sub.add_parser("demo", help="build a sample table, generate _pm files, prune and read a query")
     s.add_argument("--dir", help="where to build the sample (default: a temporary directory)")
+    s.add_argument("--spark", action="store_true", help="run the same story on a local Spark session")
     s.set_defaults(func=cmd_demo)
     return p
 

@@ -1,0 +1,107 @@
+"""Spark, same run: the `qdbpm` data source vs spark.read.parquet on a selective query.
+
+    python benchmarks/compare_spark.py [--days 30]
+
+Reports rows, row groups read (qdbpm: logged by its tasks; Spark: row groups in the files it
+scans, as its own row-group skipping happens inside the Parquet reader and is not reported),
+bytes (qdbpm: chunk bytes fetched; Spark: its scan's "size of files read" metric, or the size of
+the files it scans when the metric is not reported) and wall time.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+import pyarrow.parquet as pq  # noqa: E402
+
+import qdbpm  # noqa: E402
+import qdbpm.spark as qs  # noqa: E402
+from qdbpm.demo import build_trades  # noqa: E402
+from qdbpm.generate import generate  # noqa: E402
+
+WHERE = "sym = 'NVDA' AND ts >= '2024-01-15 10:00:00' AND ts < '2024-01-15 14:00:00'"
+
+
+def scan_metric(df, name):
+    plan = df._jdf.queryExecution().executedPlan()
+    found = []
+
+    def walk(node):
+        metrics = node.metrics()
+        it = metrics.keySet().iterator()
+        while it.hasNext():
+            k = it.next()
+            if k == name:
+                found.append(int(metrics.apply(k).value()))
+        children = node.children()
+        for i in range(children.size()):
+            walk(children.apply(i))
+
+    walk(plan)
+    return sum(found) if found else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--days", type=int, default=30)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    work = tempfile.mkdtemp(prefix="qdbpm-spark-bench-")
+    root = os.path.join(work, "t")
+    paths = build_trades(root, days=args.days)
+    for p in paths:
+        generate(p)
+    total_rgs = sum(pq.ParquetFile(p).metadata.num_row_groups for p in paths)
+    spark = (SparkSession.builder.master("local[2]").config("spark.sql.python.filterPushdown.enabled", "true")
+             .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        qs.register(spark)
+        res = {}
+        for name in ("qdbpm data source", "spark.read.parquet"):
+            times = []
+            for k in range(args.repeat):
+                audit = os.path.join(work, f"audit-{name[:5]}-{k}")
+                os.makedirs(audit)
+                if name.startswith("qdbpm"):
+                    df = spark.read.format("qdbpm").option("audit_dir", audit).load(root).where(WHERE)
+                else:
+                    df = spark.read.option("recursiveFileLookup", "true").parquet(root).where(WHERE)
+                t0 = time.perf_counter()
+                rows = df.count()
+                times.append(time.perf_counter() - t0)
+            if name.startswith("qdbpm"):
+                read = [line.split("\t") for f in os.listdir(audit) for line in open(os.path.join(audit, f))]
+                rgs = len(read)
+                nbytes = 0
+                for p, r in read:
+                    with qdbpm.open(os.path.join(root, p, "_pm")) as pm:
+                        nbytes += int(pm.chunks["total_compressed"][int(r)].sum())
+            else:
+                rgs = total_rgs
+                nbytes = scan_metric(df, "filesSize") or sum(os.path.getsize(p) for p in paths)
+            res[name] = (rows, rgs, nbytes, statistics.median(times))
+    finally:
+        spark.stop()
+    print(f"table: {len(paths)} partitions, {total_rgs} row groups; query: {WHERE}")
+    print(f"{'reader':<22}{'rows':>7}{'row groups read':>17}{'bytes':>14}{'median wall':>13}")
+    for name, (rows, rgs, nbytes, t) in res.items():
+        print(f"{name:<22}{rows:>7}{rgs:>17}{(nbytes or 0):>14,}{t * 1e3:>11.0f}ms")
+    q, s = res["qdbpm data source"], res["spark.read.parquet"]
+    print(f"ratios spark/qdbpm: row groups {s[1] / max(q[1], 1):.0f}x, bytes {(s[2] or 0) / max(q[2], 1):.0f}x, "
+          f"wall {s[3] / q[3]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
