@@ -52,8 +52,11 @@ class ParquetMeta:
             self._mm = memoryview(data)[:committed]
         else:
             with builtin_open(self.path, "rb") as f:
+                # The committed size first, the file size second: a writer publishing in between
+                # has already grown the file, and never truncates below a published size.
+                head = f.read(L.PM_SIZE_BYTES)
                 file_size = os.fstat(f.fileno()).st_size
-                committed = self._committed_size(file_size, f.read(L.PM_SIZE_BYTES))
+                committed = self._committed_size(file_size, head)
                 # Map exactly the committed size: bytes past it may be an unpublished append.
                 self._mm = mmap.mmap(f.fileno(), committed, access=mmap.ACCESS_READ)
         try:
