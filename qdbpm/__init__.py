@@ -37,3 +37,5 @@ __all__ = [
 from .expr import col, parse  # noqa: E402
 from .table import Table, open_table  # noqa: E402
 from .read import read_table  # noqa: E402
+from .generate import generate, update  # noqa: E402
+from .append import append, recover  # noqa: E402

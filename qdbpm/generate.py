@@ -20,7 +20,7 @@ from .errors import ParquetFormatError, PmError
 from .parquet import read_footer
 from .reader import open as open_pm
 from .schema import map_schema
-from .writer import write_new, write_update
+from .writer import DEFAULT_OPS, FileOps, write_new, write_update
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
 _EXACT = decimal.Context(prec=100)
@@ -124,22 +124,53 @@ def parquet_blooms(f, footer, rows, columns, external: bool) -> ByteRefs | None:
     return ByteRefs(data, start, length)
 
 
-def _plain_values(arr, column):
-    """Arrow values of one chunk as what the SBBF hashes: the Parquet physical type's PLAIN bytes."""
+_UNIT = {"MILLIS": "ms", "MICROS": "us", "NANOS": "ns"}
+
+
+def _stored_unit(leaf):
+    """Unit of a Parquet TIMESTAMP / TIME leaf as stored ("ms", "us", "ns"), else None."""
+    lt = leaf.logical_type if leaf is not None else None
+    if lt and lt[0] in ("TIMESTAMP", "TIME"):
+        return _UNIT.get(lt[1])
+    ct = leaf.converted_type if leaf is not None else None
+    return {9: "ms", 10: "us", 7: "ms", 8: "us"}.get(ct)  # TIMESTAMP_MILLIS/MICROS, TIME_MILLIS/MICROS
+
+
+def _plain_values(arr, column, leaf=None):
+    """Arrow values of one chunk as what the SBBF hashes: the Parquet physical type's PLAIN bytes.
+
+    The Arrow type a reader hands back need not be the stored one (pyarrow writes timestamp[s]
+    and time32[s] as milliseconds and date64 as INT32 days; a stored Arrow schema may ask for the
+    original type back): temporal values are cast to the unit the file stores first (`leaf`:
+    the Parquet leaf). Dictionary and extension arrays are decoded to their values.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     arr = arr.drop_null()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if isinstance(arr.type, pa.BaseExtensionType):
+        arr = arr.storage
     pt = column.physical_type
     t = arr.type
+    unit = _stored_unit(leaf)
     if pt == L.PT_INT32:
-        if pa.types.is_date32(t):
-            return arr.view(pa.int32()).to_numpy()
+        if pa.types.is_date(t):
+            return pc.cast(arr, pa.date32()).view(pa.int32()).to_numpy()
+        if pa.types.is_time(t):
+            return pc.cast(arr, pa.time32(unit or "ms")).view(pa.int32()).to_numpy()
         if pa.types.is_decimal(t):
             return _decimal_ints(arr, np.int32)
         return pc.cast(arr, pa.int32(), safe=False).to_numpy()
     if pt == L.PT_INT64:
-        if pa.types.is_timestamp(t) or pa.types.is_time64(t) or pa.types.is_duration(t):
+        if pa.types.is_timestamp(t):
+            if unit is not None and unit != t.unit:
+                arr = pc.cast(arr, pa.timestamp(unit, t.tz))
+            return arr.view(pa.int64()).to_numpy()
+        if pa.types.is_time(t):
+            return pc.cast(arr, pa.time64(unit or "us")).view(pa.int64()).to_numpy()
+        if pa.types.is_duration(t) or pa.types.is_date64(t):
             return arr.view(pa.int64()).to_numpy()
         if pa.types.is_decimal(t):
             return _decimal_ints(arr, np.int64)
@@ -153,8 +184,11 @@ def _plain_values(arr, column):
     if pt == L.PT_FIXED_LEN_BYTE_ARRAY:
         if pa.types.is_decimal(t):
             return _decimal_bytes(arr, column.fixed_byte_len)
-        if isinstance(t, pa.BaseExtensionType):
-            arr = arr.storage
+        if pa.types.is_float16(t):
+            # FLOAT16 is stored as its 2 little-endian bytes; NaN is never inserted.
+            vals = arr.to_numpy(zero_copy_only=False)
+            vals = vals[~np.isnan(vals)]
+            return pa.array([v.tobytes() for v in vals.astype("<f2")], pa.binary())
         return pc.cast(arr, pa.binary())
     raise PmError(f"column {column.name!r}: cannot build a bloom filter for physical type "
                   f"{L.PHYSICAL_TYPE_NAMES[pt]}")
@@ -181,8 +215,13 @@ def _decimal_bytes(arr, width):
     return pa.array(out, pa.binary())
 
 
-def built_blooms(parquet_path, footer, desc: Description, rows, columns, existing: ByteRefs | None) -> ByteRefs:
-    """SBBF bitsets built from the data for (rows x columns) that have none in `existing`."""
+def built_blooms(parquet_path, footer, desc: Description, rows, columns, existing: ByteRefs | None,
+                 *, strict: bool = True) -> ByteRefs:
+    """SBBF bitsets built from the data for (rows x columns) that have none in `existing`.
+
+    strict: a column qdbpm cannot build filters for (nested, BOOLEAN, INT96) is a PmError;
+    otherwise (update mode) it is skipped and keeps no filter where the file has none.
+    """
     import pyarrow.parquet as pq
 
     R, C = desc.chunks.shape
@@ -190,15 +229,26 @@ def built_blooms(parquet_path, footer, desc: Description, rows, columns, existin
     if existing is not None:
         for r, c in np.argwhere(existing.length >= 0):
             objs[r, c] = existing.get((r, c))
+    todo = [(int(c), [int(r) for r in rows if objs[r, c] is None]) for c in columns]
+    todo = [(c, rs) for c, rs in todo if rs]
+    if not todo:
+        return ByteRefs.from_objects(objs)
     pf = pq.ParquetFile(parquet_path)
-    for c in columns:
+    for c, rs in todo:
         col = desc.columns[c]
+        problem = None
         if col.max_rep_level or "." in col.name and col.name not in pf.schema_arrow.names:
-            raise PmError(f"column {col.name!r} is nested; qdbpm builds bloom filters for flat columns only")
-        for r in rows:
-            if objs[r, c] is not None:
-                continue
-            values = _plain_values(pf.read_row_group(int(r), columns=[col.name]).column(0).combine_chunks(), col)
+            problem = f"column {col.name!r} is nested; qdbpm builds bloom filters for flat columns only"
+        elif col.physical_type in (L.PT_BOOLEAN, L.PT_INT96):
+            problem = (f"column {col.name!r}: cannot build a bloom filter for physical type "
+                       f"{L.PHYSICAL_TYPE_NAMES[col.physical_type]}")
+        if problem is not None:
+            if strict:
+                raise PmError(problem)
+            continue
+        for r in rs:
+            values = _plain_values(pf.read_row_group(r, columns=[col.name]).column(0).combine_chunks(), col,
+                                   footer.leaves[c])
             ndv = int(desc.chunks[r, c]["distinct_count"]) if desc.chunks[r, c]["stat_flags"] & L.STAT_DISTINCT_COUNT_PRESENT else len(values)
             sbbf = SplitBlockBloomFilter.for_ndv(max(ndv, 1), 0.01)
             sbbf.insert(values)
@@ -216,8 +266,14 @@ def _column_indices(desc, names):
     return sorted(set(idx))
 
 
-def generate(parquet_path, pm_path=None, *, bloom="inline", bloom_columns=None) -> int:
-    """Build (or rebuild from scratch) the `_pm` of a Parquet file from its footer."""
+def generate(parquet_path, pm_path=None, *, bloom="inline", bloom_columns=None, ops: FileOps = DEFAULT_OPS) -> int:
+    """Build (or rebuild from scratch) the `_pm` of a Parquet file from its footer.
+
+    bloom: "inline" copies the file's split-block filters into the `_pm`, "external" references
+    their bitsets inside the Parquet file, None (or "none") leaves them out. bloom_columns: names
+    of columns whose filters qdbpm builds from the data (inline, nulls and NaN skipped) in row
+    groups where the file has none. Returns the committed size. `ops`: the writer's I/O seam.
+    """
     bloom = _check_mode(bloom)
     pm_path = pm_path or default_pm_path(parquet_path)
     with open(parquet_path, "rb") as f:
@@ -236,11 +292,23 @@ def generate(parquet_path, pm_path=None, *, bloom="inline", bloom_columns=None) 
         have = set(np.nonzero((blooms.length >= 0).any(axis=0))[0].tolist()) | set(build)
         desc = dataclasses.replace(desc, blooms=blooms, bloom_external=bloom == "external",
                                    bloom_columns=sorted(have))
-    return write_new(pm_path, desc)
+    return write_new(pm_path, desc, ops=ops)
 
 
-def update(parquet_path, pm_path=None, *, base_parquet_size=None) -> int:
-    """The Parquet file grew in place: append new / changed blocks and a footer to its `_pm`."""
+def update(parquet_path, pm_path=None, *, base_parquet_size=None, ops: FileOps = DEFAULT_OPS) -> int:
+    """The Parquet file grew in place: append new / changed blocks and a footer to its `_pm`.
+
+    The anchor is the latest snapshot (or the one of `base_parquet_size`). Bloom filters: the
+    header's bloom columns are fixed; new blocks take the file's filters for them and, in inline
+    mode, qdbpm builds them from the data where the file has none (columns it cannot build for,
+    nested or BOOLEAN ones, are left without).
+
+    UNUSED_BYTES: a QuestDB file's comes from its `questdb` JSON. For an external file it is
+    carried forward: the old snapshot's value, plus the old Parquet footer with its 8-byte tail
+    when the footer moved (it is dead once new bytes follow it), plus the TOTAL_COMPRESSED of
+    every chunk of a replaced row group (one whose column-0 chunk moved). Bloom filters and page
+    indexes of replaced row groups are not counted: the `_pm` does not know their sizes.
+    """
     pm_path = pm_path or default_pm_path(parquet_path)
     with open_pm(pm_path, parquet_size=base_parquet_size) as old:
         old_rows = old.row_group_count
@@ -267,7 +335,7 @@ def update(parquet_path, pm_path=None, *, base_parquet_size=None) -> int:
             blooms = parquet_blooms(f, footer, rows, bloom_cols, external=external)
     if bloom_cols and not external:
         # Columns whose filters qdbpm built itself at generation: build them for the new blocks.
-        blooms = built_blooms(parquet_path, footer, desc, rows, bloom_cols, blooms)
+        blooms = built_blooms(parquet_path, footer, desc, rows, bloom_cols, blooms, strict=False)
     if not mapping.questdb:
         # The old Parquet footer and every replaced chunk are dead bytes now.
         replaced = old_sizes[: old_rows][changed[:old_rows]].sum() if old_rows else 0
@@ -275,4 +343,4 @@ def update(parquet_path, pm_path=None, *, base_parquet_size=None) -> int:
         unused = old_unused + (old_pfl + L.PARQUET_TAIL if grew else 0) + int(replaced)
         desc = dataclasses.replace(desc, unused_bytes=unused)
     desc = dataclasses.replace(desc, blooms=blooms)
-    return write_update(pm_path, desc, anchor_parquet_size=base_parquet_size)
+    return write_update(pm_path, desc, anchor_parquet_size=base_parquet_size, ops=ops)
