@@ -1,7 +1,5 @@
 """asv: XXH64 batch hashing, SBBF insert/probe (values x row groups), CRC-32. Seeded data."""
 
-import threading
-
 import numpy as np
 
 from qdbpm import _sbbf, bloom, crc
@@ -95,30 +93,4 @@ class CRC32:
         crc.crc32(self.buf, 8, len(self.buf))
 
 
-class ProbeThreads:
-    """The nogil probe kernel on two threads (each half of the row groups) vs the same work in one.
-    time_parallel below time_loop shows the GIL is released (about half on two physical cores;
-    two SMT siblings of one core, as on small VMs, give ~1.3x)."""
-
-    def setup(self):
-        self.data, self.offsets, self.lengths = _filters(64, 16384, 10_000)
-        self.hashes = np.random.default_rng(SEED + 2).integers(0, 2**64, 50_000, dtype=np.uint64, endpoint=False)
-        half = len(self.offsets) // 2
-        self.parts = [(self.offsets[:half].copy(), self.lengths[:half].copy()),
-                      (self.offsets[half:].copy(), self.lengths[half:].copy())]
-        self.outs = [np.empty((len(self.hashes), half), np.uint8) for _ in range(2)]
-
-    def _run(self, i):
-        offsets, lengths = self.parts[i]
-        _sbbf.probe_matrix(self.hashes, self.data, offsets, lengths, self.outs[i])
-
-    def time_loop(self):
-        self._run(0)
-        self._run(1)
-
-    def time_parallel(self):
-        threads = [threading.Thread(target=self._run, args=(i,)) for i in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+# The two-thread probe (GIL released) is bench_threads.ProbeThreads.

@@ -57,3 +57,120 @@ def synthetic_pm(row_groups: int, columns: int) -> str:
     if not os.path.exists(path):
         write_new(path, synthetic_description(row_groups, columns))
     return path
+
+
+# --- Parquet files and tables for pruning and the peer comparison ----------------------------
+#
+# Schema: `ts` (timestamp[us], ascending, declared as the sorting column, not null), then columns
+# cycling int64 / double / string: `x`, `d`, `s`, then `i4`, `d5`, `s6`, ... Row group r holds
+# rows [r*rows, (r+1)*rows); ts advances one second per row from TS0. Every int64 column of row
+# group r draws from its own band [b*1000, b*1000+999] (b random in 0..99), so `x > 98999`
+# keeps about 1 % of the row groups; doubles are uniform in [0, 1); strings are 'sym-NNNNNN'
+# (10 bytes: out-of-line stats in the `_pm`). Written once per machine, atomically.
+
+TS0 = 1_704_067_200_000_000  # 2024-01-01T00:00:00 in microseconds
+X_BANDS = 100
+
+
+def column_names(columns: int) -> list:
+    names = ["ts"]
+    for k in range(1, columns):
+        kind = "xds"[(k - 1) % 3]
+        names.append(kind if k <= 3 else f"{'ids'[(k - 1) % 3]}{k}")
+    return names
+
+
+def _table(row_groups, columns, rows, seed, first_row=0):
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    n = row_groups * rows
+    ts = TS0 + (first_row + np.arange(n, dtype=np.int64)) * 1_000_000
+    arrays = {"ts": pa.array(ts, pa.timestamp("us"))}
+    # A few distinct arrays per kind, reused (rolled) across columns: 1,000 columns stay cheap.
+    ints = [(np.repeat(rng.integers(0, X_BANDS, row_groups), rows) * 1000 + rng.integers(0, 1000, n)).astype(np.int64)
+            for _ in range(4)]
+    dbls = [rng.random(n) for _ in range(4)]
+    strs = [pa.array(np.char.add("sym-", np.char.zfill(rng.integers(0, 10**6, n).astype(str), 6)).astype(object),
+                     pa.string()) for _ in range(4)]
+    for k, name in enumerate(column_names(columns)[1:], start=1):
+        kind, j = (k - 1) % 3, ((k - 1) // 3) % 4
+        arrays[name] = [ints, dbls, strs][kind][j]
+    fields = [pa.field("ts", pa.timestamp("us"), nullable=False)] + \
+        [pa.field(nm, arrays[nm].type if hasattr(arrays[nm], "type") else pa.from_numpy_dtype(arrays[nm].dtype))
+         for nm in list(arrays)[1:]]
+    return pa.table(arrays, schema=pa.schema(fields))
+
+
+def _write_parquet(path, table, rows):
+    import pyarrow.parquet as pq
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    pq.write_table(table, tmp, row_group_size=rows, sorting_columns=[pq.SortingColumn(0)])
+    os.replace(tmp, path)
+
+
+def _generate_pm(parquet, pm):
+    from qdbpm.generate import generate
+
+    tmp = f"{pm}.{os.getpid()}.tmp"
+    generate(parquet, tmp, bloom=None)
+    os.replace(tmp, pm)
+
+
+def parquet_and_pm(row_groups: int, columns: int, rows: int = 100, seed: int = 1) -> tuple:
+    """(data.parquet, _pm) of an R x C file written by pyarrow, its `_pm` by qdbpm.generate."""
+    d = os.path.join(CACHE, "compare", f"rg{row_groups}x{columns}_{rows}_s{seed}")
+    parquet, pm = os.path.join(d, "data.parquet"), os.path.join(d, "_pm")
+    if not os.path.exists(parquet):
+        _write_parquet(parquet, _table(row_groups, columns, rows, seed), rows)
+    if not os.path.exists(pm):
+        _generate_pm(parquet, pm)
+    return parquet, pm
+
+
+def table_dir(partitions: int = 1000, row_groups: int = 10, columns: int = 8, rows: int = 100, seed: int = 2) -> str:
+    """A table root of `partitions` day directories (2024-01-01, ...), each data.parquet + _pm of
+    R x C; ts continues across partitions. Built once; `.complete` marks a finished build."""
+    root = os.path.join(CACHE, "tables", f"p{partitions}_rg{row_groups}x{columns}_{rows}_s{seed}")
+    if os.path.exists(os.path.join(root, ".complete")):
+        return root
+    import datetime as dt
+
+    day0 = dt.date(2024, 1, 1)
+    for p in range(partitions):
+        d = os.path.join(root, (day0 + dt.timedelta(days=p)).isoformat())
+        parquet, pm = os.path.join(d, "data.parquet"), os.path.join(d, "_pm")
+        if not os.path.exists(parquet):
+            _write_parquet(parquet, _table(row_groups, columns, rows, seed + p, first_row=p * row_groups * rows), rows)
+        if not os.path.exists(pm):
+            _generate_pm(parquet, pm)
+    with open(os.path.join(root, ".complete"), "w"):
+        pass
+    return root
+
+
+def ts_literal(micros: int) -> str:
+    """SQL TIMESTAMP literal text of a microsecond instant (UTC), e.g. 2024-01-01T00:00:00.000000."""
+    import datetime as dt
+
+    t = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(micros))
+    return t.isoformat(timespec="microseconds")
+
+
+def selective_window(row_groups: int, rows: int = 100, first: int | None = None, width: int | None = None) -> tuple:
+    """(lo, hi) microseconds covering `width` row groups (default 1 %, at least 2) from `first`
+    (default the middle): the ts part of the 'almost nothing survives' predicate."""
+    width = width or max(2, row_groups // 100)
+    first = row_groups // 2 if first is None else first
+    lo = TS0 + first * rows * 1_000_000
+    hi = TS0 + ((first + width) * rows - 1) * 1_000_000
+    return lo, hi
+
+
+X_CUT = (X_BANDS - 1) * 1000 - 1  # x > X_CUT keeps the row groups in the top band (~1 %)
+
+
+def predicate_sql(lo: int, hi: int, x_cut: int = X_CUT) -> str:
+    return f"ts BETWEEN TIMESTAMP '{ts_literal(lo)}' AND TIMESTAMP '{ts_literal(hi)}' AND x > {x_cut}"

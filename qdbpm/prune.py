@@ -21,7 +21,8 @@ import numpy as np
 from . import expr as E
 from . import layout as L
 from .errors import PredicateError
-from .stats import KIND_ANYSIGN, KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT, KIND_NONE, KIND_UINT, ColumnType
+from .stats import (KIND_ANYSIGN, KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT, KIND_NONE, KIND_UINT, ByteValues,
+                    ColumnType)
 
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 UNIT_PER_SECOND = {"days": Fraction(1, 86400), "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
@@ -211,7 +212,9 @@ def _cmp(arr, op, c, lo_kind=None):
 
 
 def _obj_cmp(arr, op, c, has):
-    """Elementwise comparison on object arrays (bytes, big ints), only where `has`."""
+    """Elementwise comparison on object arrays (bytes, big ints) or ByteValues, only where `has`."""
+    if isinstance(arr, ByteValues):
+        return arr.compare(op, c, has)
     out = np.ones(len(arr), bool)
     idx = np.nonzero(has)[0]
     if idx.size:
@@ -335,10 +338,69 @@ def _is_num(v):
 
 
 def bind(expr: E.Expr, schema) -> object:
-    """Push NOT down and convert every literal to its column's domain (done once per schema)."""
+    """Push NOT down and convert every literal to its column's domain (done once per schema:
+    the result is cached on the schema, keyed by the expression and its literals' exact types)."""
     if not isinstance(expr, E.Expr):
         raise PredicateError(f"not a predicate: {expr!r}")
-    return _bind(E.nnf(expr), schema)
+    cache = getattr(schema, "bound", None)
+    key = None
+    if cache is not None:
+        sig = _literal_types(expr, [])
+        if sig is not None:
+            key = (expr, tuple(sig))
+            try:
+                hit = cache.get(key)
+            except TypeError:  # an unhashable literal
+                key = hit = None
+            if hit is not None:
+                return hit
+    out = _bind(E.nnf(expr), schema)
+    if key is not None:
+        if len(cache) >= _BOUND_MAX:
+            cache.clear()
+        cache[key] = out
+    return out
+
+
+_BOUND_MAX = 512
+# Literal types whose equal values bind identically (exact types: bool is not int here, and a
+# subclass such as pandas.Timestamp is not cached). Anything else is bound on every call.
+_IMMUTABLE_LITERALS = frozenset((type(None), bool, int, float, str, bytes, Fraction, decimal.Decimal, _dt.datetime,
+                                 _dt.date, uuid.UUID))
+_NODES = {E.Literal: ("value",), E.Cmp: ("value",), E.NotCmp: ("value",), E.Between: ("lo", "hi"),
+          E.NotBetween: ("lo", "hi"), E.In: None, E.NotIn: None, E.IsNull: (), E.IsNotNull: ()}
+
+
+def _literal_types(e, sig):
+    """The exact type (and numpy dtype) of every literal of `e`, in order; None when some literal
+    is not known to be immutable (the binding is then not cached)."""
+    t = type(e)
+    if t in (E.And, E.Or):
+        for c in e.children:
+            if _literal_types(c, sig) is None:
+                return None
+        return sig
+    if t is E.Not:
+        return _literal_types(e.child, sig)
+    if t not in _NODES:
+        return None
+    fields = _NODES[t]
+    values = e.values if fields is None else tuple(getattr(e, f) for f in fields)
+    if fields is None:
+        if type(values) is not tuple:
+            return None
+        sig.append(len(values))
+    for v in values:
+        vt = type(v)
+        if vt in _IMMUTABLE_LITERALS:
+            if vt is _dt.datetime and v.tzinfo is not None and type(v.tzinfo) is not _dt.timezone:
+                return None  # an arbitrary tzinfo implementation
+            sig.append(vt)
+        elif isinstance(v, np.generic) and not isinstance(v, np.void):
+            sig.append((vt, v.dtype.str))
+        else:
+            return None
+    return sig
 
 
 def _bind(e, schema):
@@ -389,21 +451,26 @@ def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
     kind = s.kind
     if b.kind == "isnull":
         # Only a known null count of 0 proves there is no null.
-        return ~s.no_nulls
+        return ~s._no_nulls
     if b.kind == "notnull":
-        return ~s.all_null
-    some_value = ~s.all_null  # an all-null chunk satisfies no comparison, IN or NOT IN
+        return ~s._all_null
+    some_value = s.some_value  # an all-null chunk satisfies no comparison, IN or NOT IN (read-only)
     f32 = b.ct.physical_type == L.PT_FLOAT
     if b.kind == "cmp":
-        m = some_value & _cmp_mask(b.op, b.value, s, f32)
+        m = _cmp_mask(b.op, b.value, s, f32)  # always a fresh array
+        if s.any_all_null:
+            m &= some_value
         if b.hashes is not None:
             m &= _bloom_mask(b, blooms, len(m))
         return m
     if b.kind == "notcmp":
         if kind == KIND_FLOAT:
             # NOT (x op c) is also TRUE for NaN, which stats never count.
-            return some_value
-        return some_value & _cmp_mask(E.NEGATE_OP[b.op], b.value, s, f32)
+            return some_value.copy()
+        m = _cmp_mask(E.NEGATE_OP[b.op], b.value, s, f32)
+        if s.any_all_null:
+            m &= some_value
+        return m
     if b.kind == "in":
         m = np.zeros(len(some_value), bool)
         for v in b.value:
@@ -443,6 +510,8 @@ def _equals_everywhere(v, s):
         c = int(v)
         return s.exact_eq & np.array([x == c for x in s.lo], bool)
     if s.kind == KIND_BYTES:
+        if isinstance(s.lo, ByteValues):
+            return s.exact_eq & s.lo.equals(v)
         return s.exact_eq & np.array([x == v for x in s.lo], bool)
     return np.zeros(len(s.has_lo), bool)
 
@@ -493,12 +562,22 @@ def _cmp_mask(op, v, s, f32=False) -> np.ndarray:
         test = (lambda arr, o, has: _obj_cmp(arr, o, v, has))
     else:
         return np.ones(n, bool)
+    # Each test returns a fresh array; a row with no usable bound on the tested side stays.
     if op in ("<", "<="):
-        return ~s.has_lo | test(s.lo, op, s.has_lo)
+        return _or_missing(test(s.lo, op, s.has_lo), s.has_lo, s.all_has_lo)
     if op in (">", ">="):
-        return ~s.has_hi | test(s.hi, op, s.has_hi)
+        return _or_missing(test(s.hi, op, s.has_hi), s.has_hi, s.all_has_hi)
     # ==: v within [min, max], each side where known
-    return (~s.has_lo | test(s.lo, "<=", s.has_lo)) & (~s.has_hi | test(s.hi, ">=", s.has_hi))
+    m = _or_missing(test(s.lo, "<=", s.has_lo), s.has_lo, s.all_has_lo)
+    m &= _or_missing(test(s.hi, ">=", s.has_hi), s.has_hi, s.all_has_hi)
+    return m
+
+
+def _or_missing(m, has, all_have):
+    """m | ~has, in place (m is a fresh array), skipped when every bound is present."""
+    if not all_have:
+        m |= ~has
+    return m
 
 
 def _apply_float(arr, op, c):

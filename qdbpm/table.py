@@ -11,9 +11,10 @@ import os
 
 import numpy as np
 
+from . import layout as L
 from .errors import PmError
 from .reader import open as open_pm
-from .stats import ColumnStats
+from .stats import KIND_BIGDEC, KIND_BYTES, ColumnStats, Schema, chunk_stats
 
 PM_NAME = "_pm"
 DATA_NAME = "data.parquet"
@@ -55,11 +56,42 @@ class _Group:
         self.n = int(self.starts[-1])
         self._stats = {}
         self._blooms = {}
+        self._num_rows = None
+        self.positions = None  # members' indices in Table.partitions (set by Table._schema_groups)
+
+    def survivor_rows(self, idx, k, rg) -> np.ndarray:
+        """NUM_ROWS (uint64) of the row groups `idx` of the concatenation (sorted), which are row
+        groups `rg` of members `k`: read member by member when few members hold survivors,
+        else from every member's NUM_ROWS concatenated once (and kept)."""
+        if self._num_rows is None:
+            members, first = np.unique(k, return_index=True)
+            if len(members) <= 32:
+                out = np.empty(len(idx), np.uint64)
+                bounds = list(first) + [len(idx)]
+                for a, j in enumerate(members):
+                    s, e = bounds[a], bounds[a + 1]
+                    out[s:e] = np.asarray(self.members[int(j)][1].num_rows, np.uint64)[rg[s:e]]
+                return out
+            self._num_rows = np.concatenate([np.asarray(pm.num_rows, np.uint64) for _, pm in self.members])
+        return self._num_rows[idx]
 
     def stats(self, col) -> ColumnStats:
         st = self._stats.get(col)
         if st is None:
-            st = self._stats[col] = ColumnStats.concat([pm.column_stats(col) for _, pm in self.members])
+            ct = self.schema.types[col]
+            if ct.kind in (KIND_BYTES, KIND_BIGDEC):
+                st = ColumnStats.concat([pm.column_stats(col) for _, pm in self.members])
+            else:
+                # Bounds that live in the chunk records: gather every partition's records of the
+                # column (one kernel call, not a numpy view per file) and decode them in one
+                # vectorised pass (the same per-row rules as column_stats).
+                # (The list of views is not kept: the group must not pin the mappings.)
+                from . import _prune
+
+                rec = np.empty((self.n, L.CHUNK_SIZE), np.uint8)
+                _prune.gather_column([pm.chunks for _, pm in self.members], int(col), L.CHUNK_DTYPE, rec)
+                st = chunk_stats(rec.view(L.CHUNK_DTYPE).reshape(self.n), ct)
+            self._stats[col] = st
         return st
 
     def blooms(self, col):
@@ -120,49 +152,80 @@ class Table:
             pm = self._metas[partition] = open_pm(self.pm_path(partition), filesystem=self.filesystem)
         return pm
 
+    def _prefetch(self):
+        """Remote tables: fetch every `_pm` not open yet in one concurrent batch (fsspec `cat`)."""
+        missing = [p for p in self.partitions if p not in self._metas]
+        if self.filesystem is None or len(missing) < 2:
+            return
+        from .reader import ParquetMeta
+
+        paths = {self.pm_path(p): p for p in missing}
+        blobs = self.filesystem.cat(list(paths), on_error="raise")
+        for path, data in blobs.items():
+            p = paths.get(path) or paths.get(self.filesystem._strip_protocol(path))
+            if p is not None:
+                self._metas[p] = ParquetMeta(path, data=data)
+
     def _schema_groups(self):
         if self._groups is None:
-            by_schema = {}
-            for p in self.partitions:
+            self._prefetch()
+            by_schema, positions = {}, {}
+            for i, p in enumerate(self.partitions):
                 pm = self.meta(p)
-                by_schema.setdefault(pm.schema, []).append((p, pm))
+                # Schema.of is pm.schema without the per-file cache: equal descriptors give the
+                # same Schema object, so grouping 1,000 partitions is 1,000 dict hits.
+                sch = Schema.of(pm)
+                by_schema.setdefault(sch, []).append((p, pm))
+                positions.setdefault(sch, []).append(i)
             self._groups = [_Group(s, m) for s, m in by_schema.items()]
+            for g in self._groups:
+                g.positions = np.array(positions[g.schema], np.int64)  # members' indices in self.partitions
         return self._groups
 
-    def prune_masks(self, predicate) -> dict:
-        """partition -> bool mask over its row groups."""
+    def _group_masks(self, predicate):
+        """[(group, mask over the group's concatenated row groups)]."""
         from .expr import parse
         from .prune import bind, evaluate
 
         if isinstance(predicate, str):
             predicate = parse(predicate)
+        return [(g, evaluate(bind(predicate, g.schema), g.n, g.stats, g.blooms)) for g in self._schema_groups()]
+
+    def prune_masks(self, predicate) -> dict:
+        """partition -> bool mask over its row groups."""
         out = {}
-        for g in self._schema_groups():
-            bound = bind(predicate, g.schema)
-            mask = evaluate(bound, g.n, g.stats, g.blooms)
+        for g, mask in self._group_masks(predicate):
             for k, (p, _) in enumerate(g.members):
                 out[p] = mask[g.starts[k] : g.starts[k + 1]]
         return out
 
     def prune(self, predicate):
-        """pyarrow.Table (partition, row_group, num_rows): one row per surviving row group."""
+        """pyarrow.Table (partition, row_group, num_rows): one row per surviving row group, in
+        partition order then row-group order."""
         import pyarrow as pa
 
-        masks = self.prune_masks(predicate)
-        parts, rgs, rows = [], [], []
-        for p in self.partitions:
-            idx = np.nonzero(masks[p])[0]
-            if idx.size:
-                parts.append(np.full(idx.size, p, dtype=object))
-                rgs.append(idx.astype(np.int32))
-                rows.append(np.asarray(self.meta(p).num_rows)[idx].astype(np.int64))
-        if not parts:
+        pos, rgs, rows = [], [], []
+        for g, mask in self._group_masks(predicate):
+            idx = np.nonzero(mask)[0]
+            if not idx.size:
+                continue
+            # Survivors only: which member each is in, its row group there, its row count.
+            k = np.searchsorted(g.starts, idx, side="right") - 1
+            pos.append(g.positions[k])
+            rg = idx - g.starts[k]
+            rgs.append(rg.astype(np.int32))
+            rows.append(g.survivor_rows(idx, k, rg).astype(np.int64))
+        if not pos:
             return pa.table({"partition": pa.array([], pa.string()), "row_group": pa.array([], pa.int32()),
                              "num_rows": pa.array([], pa.int64())})
+        pos, rgs, rows = np.concatenate(pos), np.concatenate(rgs), np.concatenate(rows)
+        if len(pos) > 1 and np.any(np.diff(pos) < 0):  # several schema groups: back to partition order
+            order = np.lexsort((rgs, pos))
+            pos, rgs, rows = pos[order], rgs[order], rows[order]
         return pa.table({
-            "partition": pa.array(np.concatenate(parts), pa.string()),
-            "row_group": pa.array(np.concatenate(rgs), pa.int32()),
-            "num_rows": pa.array(np.concatenate(rows), pa.int64()),
+            "partition": pa.array(np.array(self.partitions, dtype=object)[pos], pa.string()),
+            "row_group": pa.array(rgs, pa.int32()),
+            "num_rows": pa.array(rows, pa.int64()),
         })
 
     def close(self):

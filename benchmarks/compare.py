@@ -1,0 +1,581 @@
+"""qdbpm and its peers on the same data, in one run: medians, ratios, and the issues' goals.
+
+    python benchmarks/compare.py [--quick] [--json FILE] [--skip table,bloom,...]
+
+Datasets (seeded, built once per machine in $QDBPM_BENCH_CACHE, default ~/.cache/qdbpm-bench; see
+benchmarks/datasets.py): A = 10,000 row groups x 8 columns, B = 200 row groups x 1,000 columns
+(100 rows per row group; ts ascending timestamp[us] + int64 / double / string columns), and a
+table of 1,000 partitions x 10 row groups x 8 columns. Every contender of a scenario runs once per
+round, rounds interleaved (order rotated each round), so slow drift on a shared machine hits all
+of them alike; reported times are medians over rounds (fast operations are batched within a
+sample; as in timeit, garbage is collected before and cyclic GC is off inside each sample). Compare ratios,
+not absolute times. Everything is single-threaded except where a row says otherwise (DuckDB
+runs with threads=1).
+
+Scenarios:
+  open     open + CRC verify of the `_pm`; limits: CRC-32 (ours, zlib) and a numpy copy of the file
+  prune    `ts BETWEEN a AND b AND x > c` (a 1 % ts window AND the top band of x: ~0.01 % of the
+           row groups survive); qdbpm pm.prune with stats cached and first time (stats decoded in
+           the call) vs pyarrow read_metadata + a Python stats loop, pyarrow.dataset
+           split_by_row_group (fresh dataset; cached fragment metadata), DuckDB count(*) with the
+           Parquet metadata cache off / on; limit: numpy copy of the chunk records it reads
+  generate qdbpm.generate (footer parse + _pm write + fsync) vs pq.read_metadata
+  table    Table.prune over 1,000 partitions after every `_pm` is open (first call and cached) vs
+           DuckDB with its metadata cache on and pyarrow.dataset fragments with cached metadata
+  bloom    batch SBBF probes (value x filter) vs pybloom-live; batch XXH64 vs the xxhash package
+  crc      CRC-32 GB/s: ours (isal when installed) vs zlib vs memory copy
+
+Goals (from the issues), printed met / MISSED ("report" rows are context, not judged):
+  generate >= 3x faster than pq.read_metadata (file A)
+  prune (stats cached) >= 1,000x pyarrow read_metadata + Python stats loop, >= 100x DuckDB cached
+  1,000-partition Table.prune <= 10 ms after open (first call; an absolute time, so judged on this
+  process's CPU time, which other load on a shared machine does not inflate; wall time reported)
+  bloom batch >= 50 M value x filter probes/s on one core and >= 100x pybloom-live
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` and the working tree importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from benchmarks import datasets as D  # noqa: E402
+
+SCENARIOS = ("open", "prune", "generate", "table", "bloom", "crc")
+
+
+# --- timing ------------------------------------------------------------------------------------
+
+
+class Contender:
+    """fn() timed in batches; or, with `setup`, fn(setup()) timed once per sample and
+    teardown(state) run after the clock stops."""
+
+    def __init__(self, name, fn, setup=None, note="", teardown=None):
+        self.name, self.fn, self.setup, self.note, self.teardown = name, fn, setup, note, teardown
+        self.number = 1
+        self.samples = []  # wall seconds per call
+        self.cpu_samples = []  # this process's CPU seconds per call (robust to other load)
+
+    def sample(self):
+        # As timeit does: collect first, no cyclic GC inside the timed region (a full collection
+        # of whatever the other contenders left behind would land on whoever runs next).
+        state = self.setup() if self.setup is not None else None
+        gc.collect()
+        gc.disable()
+        try:
+            if self.setup is not None:
+                c, t = time.process_time(), time.perf_counter()
+                self.fn(state)
+                self.samples.append(time.perf_counter() - t)
+                self.cpu_samples.append(time.process_time() - c)
+                if self.teardown is not None:
+                    self.teardown(state)
+                return
+            fn, n = self.fn, self.number
+            c, t = time.process_time(), time.perf_counter()
+            for _ in range(n):
+                fn()
+            self.samples.append((time.perf_counter() - t) / n)
+            self.cpu_samples.append((time.process_time() - c) / n)
+        finally:
+            gc.enable()
+
+    @property
+    def median(self):
+        return statistics.median(self.samples)
+
+    @property
+    def cpu_median(self):
+        return statistics.median(self.cpu_samples)
+
+
+def run_rounds(contenders, rounds, target):
+    """Calibrate (one warm call each), then `rounds` interleaved rounds."""
+    for c in contenders:
+        if c.setup is None:
+            c.fn()  # the first call may pay one-time costs (imports, page faults)
+            t = time.perf_counter()
+            c.fn()
+            t = time.perf_counter() - t
+            c.number = max(1, min(10_000, int(target / max(t, 1e-7))))
+        else:
+            state = c.setup()
+            c.fn(state)
+            if c.teardown is not None:
+                c.teardown(state)
+    for k in range(rounds):
+        # Rotate the order each round: no contender always follows the same neighbour.
+        for c in contenders[k % len(contenders):] + contenders[:k % len(contenders)]:
+            c.sample()
+    return contenders
+
+
+def fmt_time(s):
+    if s >= 1:
+        return f"{s:8.3f} s "
+    if s >= 1e-3:
+        return f"{s * 1e3:8.2f} ms"
+    return f"{s * 1e6:8.1f} us"
+
+
+class Report:
+    def __init__(self):
+        self.rows = []
+        self.goals = []
+        self.info = {}
+
+    def table(self, scenario, dataset, contenders, base, extra=None):
+        """Print contenders with `peer / base` ratios (how many times base is faster)."""
+        print(f"\n== {scenario} [{dataset}]")
+        width = max(len(c.name) for c in contenders)
+        for c in contenders:
+            ratio = c.median / base.median
+            tag = "" if c is base else (f"{ratio:10.1f}x" if ratio >= 1 else f"{ratio:10.3g}x")
+            extra_s = f"   {extra[c.name]}" if extra and c.name in extra else ""
+            print(f"  {c.name:<{width}}  {fmt_time(c.median)}  {tag:>11}{extra_s}"
+                  + (f"   ({c.note})" if c.note else ""))
+            self.rows.append({"scenario": scenario, "dataset": dataset, "what": c.name,
+                              "median_s": c.median, "samples_s": c.samples, "cpu_median_s": c.cpu_median,
+                              "calls_per_sample": c.number,
+                              "ratio_to": base.name, "ratio": ratio,
+                              **({"extra": extra[c.name]} if extra and c.name in extra else {})})
+        print(f"  (ratio = time / time of {base.name!r})")
+
+    def goal(self, text, value, target, unit, higher_is_better=True, report_only=False):
+        """A goal from the issues (met / MISSED), or with report_only a number shown against the
+        same target for context, never judged."""
+        met = value >= target if higher_is_better else value <= target
+        self.goals.append({"goal": text, "value": value, "target": target, "unit": unit,
+                           "op": ">=" if higher_is_better else "<=", "met": None if report_only else bool(met),
+                           "margin": (value / target) if higher_is_better else (target / value)})
+
+    def print_goals(self):
+        print("\n== goals")
+        width = max(len(g["goal"]) for g in self.goals)
+        for g in self.goals:
+            op = g["op"]
+            v = g["value"]
+            vs = f"{v:,.1f}" if v >= 10 else f"{v:.3g}"
+            status = "report" if g["met"] is None else ("met" if g["met"] else "MISSED")
+            print(f"  {g['goal']:<{width}}  {vs:>10} {g['unit']:<9} {status:<6} "
+                  f"({g['margin']:.2f}x the target {op} {g['target']:,})")
+
+
+# --- scenarios ---------------------------------------------------------------------------------
+
+
+def scenario_open(rep, label, pm_path, rounds, target):
+    import zlib
+
+    import qdbpm
+    from qdbpm import crc
+
+    with open(pm_path, "rb") as f:
+        data = np.frombuffer(f.read(), np.uint8)
+    dst = np.empty_like(data)
+    cs = run_rounds([
+        Contender("qdbpm open + verify", lambda: qdbpm.open(pm_path).close()),
+        Contender("qdbpm open, no CRC", lambda: qdbpm.open(pm_path, verify=False).close()),
+        Contender(f"limit: CRC-32 of the file ({crc.BACKEND})", lambda: crc.crc32(data, 0, len(data))),
+        Contender("limit: zlib.crc32 of the file", lambda: zlib.crc32(data)),
+        Contender("limit: numpy copy of the file", lambda: np.copyto(dst, data)),
+    ], rounds, target)
+    rep.table("open", f"{label}, _pm {len(data) / 2**20:.1f} MiB", cs, cs[0])
+
+
+def _pyarrow_prune(path, lo, hi, x_cut, md=None):
+    """What a user writes with pyarrow: footer, then a loop over row groups reading the stats."""
+    import pyarrow.parquet as pq
+
+    md = md if md is not None else pq.read_metadata(path)
+    names = [md.schema.column(i).name for i in range(md.num_columns)]
+    its, ix = names.index("ts"), names.index("x")
+    epoch = dt.datetime(1970, 1, 1)
+    a, b = epoch + dt.timedelta(microseconds=lo), epoch + dt.timedelta(microseconds=hi)
+    keep = []
+    for r in range(md.num_row_groups):
+        g = md.row_group(r)
+        s = g.column(its).statistics
+        if s is not None and s.has_min_max and (s.max < a or s.min > b):
+            continue
+        s = g.column(ix).statistics
+        if s is not None and s.has_min_max and s.max <= x_cut:
+            continue
+        keep.append(r)
+    return keep
+
+
+def _ds_filter(lo, hi, x_cut):
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    t = pa.timestamp("us")
+    return (ds.field("ts") >= pa.scalar(lo, t)) & (ds.field("ts") <= pa.scalar(hi, t)) & (ds.field("x") > x_cut)
+
+
+def _ds_fresh(path, flt):
+    import pyarrow.dataset as ds
+
+    out = []
+    for frag in ds.dataset(path, format="parquet").get_fragments():
+        out.extend(f.row_groups[0].id for f in frag.split_by_row_group(flt))
+    return out
+
+
+def _duckdb(cache: bool):
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET threads=1")
+    con.execute(f"SET parquet_metadata_cache={'true' if cache else 'false'}")
+    return con
+
+
+def scenario_prune(rep, label, parquet, pm_path, rounds, target, goals=False):
+    import pyarrow.parquet as pq
+
+    import qdbpm
+    from qdbpm.expr import parse
+
+    md_r = qdbpm.open(pm_path)
+    R, C = md_r.row_group_count, md_r.column_count
+    lo, hi = D.selective_window(R)
+    sql = D.predicate_sql(lo, hi)
+    expr = parse(sql)
+    pm = qdbpm.open(pm_path)
+    pm.prune(expr)
+    fresh = qdbpm.open(pm_path)
+    md = pq.read_metadata(parquet)
+    flt = _ds_filter(lo, hi, D.X_CUT)
+    import pyarrow.dataset as ds
+
+    frag = next(ds.dataset(parquet, format="parquet").get_fragments())
+    frag.ensure_complete_metadata()
+    q = f"SELECT count(*) FROM read_parquet('{parquet}') WHERE {sql}"
+    duck_off, duck_on = _duckdb(False), _duckdb(True)
+
+    # The same answer everywhere (row groups kept; DuckDB's count over them).
+    ours = np.nonzero(pm.prune(expr))[0].tolist()
+    theirs = _pyarrow_prune(parquet, lo, hi, D.X_CUT)
+    via_ds = sorted(f.row_groups[0].id for f in frag.split_by_row_group(flt))
+    if not (ours == theirs == via_ds):
+        raise SystemExit(f"prune disagreement on {label}: qdbpm {ours}, pyarrow {theirs}, dataset {via_ds}")
+    count = duck_on.execute(q).fetchone()[0]
+    if ours:
+        import pyarrow.compute as pc
+
+        tbl = pq.ParquetFile(parquet).read_row_groups(ours, columns=["ts", "x"])
+        m = pc.and_(pc.and_(pc.greater_equal(tbl["ts"], _ts(lo)), pc.less_equal(tbl["ts"], _ts(hi))),
+                    pc.greater(tbl["x"], D.X_CUT))
+        expect = int(pc.sum(pc.cast(m, "int64")).as_py() or 0)
+    else:
+        expect = 0
+    if count != expect:
+        raise SystemExit(f"DuckDB counted {count} rows, the surviving row groups hold {expect}")
+
+    def first():
+        fresh._cache.clear()
+        fresh.prune(expr)
+
+    recs = np.ascontiguousarray(pm.chunks[:, [0, 1]]).view(np.uint8).reshape(-1)
+    dst = np.empty_like(recs)
+    cs = run_rounds([
+        Contender("qdbpm pm.prune, stats cached", lambda: pm.prune(expr)),
+        Contender("qdbpm pm.prune, first time", first, note="schema + ts/x stats decoded in the call"),
+        Contender("qdbpm pm.prune(SQL text), stats cached", lambda: pm.prune(sql), note="parse + bind + evaluate"),
+        Contender("pyarrow read_metadata + Python stats loop", lambda: _pyarrow_prune(parquet, lo, hi, D.X_CUT)),
+        Contender("pyarrow stats loop only (metadata parsed)", lambda: _pyarrow_prune(parquet, lo, hi, D.X_CUT, md)),
+        Contender("pyarrow.dataset split_by_row_group, fresh", lambda: _ds_fresh(parquet, flt)),
+        Contender("pyarrow.dataset split_by_row_group, cached", lambda: frag.split_by_row_group(flt),
+                  note="ensure_complete_metadata() done"),
+        Contender("DuckDB count(*), metadata cache off", lambda: duck_off.execute(q).fetchone()),
+        Contender("DuckDB count(*), metadata cache on", lambda: duck_on.execute(q).fetchone()),
+        Contender("limit: numpy copy of ts+x chunk records", lambda: np.copyto(dst, recs),
+                  note=f"{recs.nbytes / 1024:.0f} KiB, what a first-time decode must read"),
+    ], rounds, target)
+    rep.table("prune", f"{label}: {R:,} row groups x {C:,} columns, {len(ours)} survive", cs, cs[0])
+    first_t = cs[1].median
+    print(f"  first-time decode vs peers: {cs[3].median / first_t:,.0f}x pyarrow footer path, "
+          f"{cs[8].median / first_t:,.0f}x DuckDB cached")
+    rep.info[f"prune_{label}"] = {"predicate": sql, "surviving_row_groups": ours, "duckdb_count": count}
+    if goals:
+        rep.goal(f"prune vs pyarrow footer+loop ({label})", cs[3].median / cs[0].median, 1000, "x")
+        rep.goal(f"prune vs DuckDB cached ({label})", cs[8].median / cs[0].median, 100, "x")
+        rep.goal(f"first-time prune vs pyarrow footer+loop ({label})", cs[3].median / first_t, 1000, "x",
+                 report_only=True)
+        rep.goal(f"first-time prune vs DuckDB cached ({label})", cs[8].median / first_t, 100, "x", report_only=True)
+    for p in (pm, fresh, md_r):
+        p.close()
+    duck_off.close()
+    duck_on.close()
+
+
+def _ts(micros):
+    import pyarrow as pa
+
+    return pa.scalar(micros, pa.timestamp("us"))
+
+
+def scenario_generate(rep, label, parquet, rounds, target, goals=False):
+    import pyarrow.parquet as pq
+
+    from qdbpm.generate import generate
+    from qdbpm.parquet import read_footer
+
+    out = os.path.join(tempfile.mkdtemp(prefix="qdbpm-compare-"), "_pm")
+    cs = run_rounds([
+        Contender("qdbpm generate (bloom=None)", lambda: generate(parquet, out, bloom=None),
+                  note="footer parse + encode + write + fsync + rename"),
+        Contender("qdbpm generate (default bloom='inline')", lambda: generate(parquet, out)),
+        Contender("qdbpm read_footer (parse only)", lambda: read_footer(parquet)),
+        Contender("pq.read_metadata", lambda: pq.read_metadata(parquet)),
+    ], rounds, target)
+    rep.table("generate", label, cs, cs[3])
+    if goals:
+        rep.goal(f"generate vs pq.read_metadata ({label})", cs[3].median / cs[0].median, 3, "x faster")
+    os.remove(out)
+
+
+def scenario_table(rep, rounds, target):
+    import duckdb
+    import pyarrow  # noqa: F401  (Table.prune returns a pyarrow table: import cost not counted)
+    import pyarrow.dataset as ds
+
+    from qdbpm.expr import parse
+    from qdbpm.table import open_table
+
+    root = D.table_dir()
+    lo, hi = D.selective_window(10_000)
+    sql = D.predicate_sql(lo, hi)
+    expr = parse(sql)
+
+    def opened():
+        t = open_table(root)
+        for p in t.partitions:
+            t.meta(p)
+        return t
+
+    t0 = time.perf_counter()
+    warm = opened()
+    t_open = time.perf_counter() - t0
+    warm.prune(expr)
+    n_parts = len(warm.partitions)
+    res = warm.prune(expr)
+    survivors = res.num_rows
+
+    def close(t):
+        t.close()
+
+    dset = ds.dataset(root, format="parquet")
+    frags = list(dset.get_fragments())
+    for f in frags:
+        f.ensure_complete_metadata()
+    flt = _ds_filter(lo, hi, D.X_CUT)
+
+    def ds_cached():
+        n = 0
+        for f in frags:
+            n += len(f.split_by_row_group(flt))
+        return n
+
+    if ds_cached() != survivors:
+        raise SystemExit(f"table: pyarrow.dataset keeps {ds_cached()} row groups, qdbpm {survivors}")
+    con = duckdb.connect()
+    con.execute("SET threads=1")
+    con.execute("SET parquet_metadata_cache=true")
+    q = f"SELECT count(*) FROM read_parquet('{root}/*/data.parquet') WHERE {sql}"
+    con.execute(q).fetchone()
+    cs = run_rounds([
+        Contender("qdbpm Table.prune, first call after open", lambda t: t.prune(expr), setup=opened, teardown=close,
+                  note="schemas grouped, ts/x stats decoded + concatenated, pyarrow result"),
+        Contender("qdbpm Table.prune, cached", lambda: warm.prune(expr)),
+        Contender("qdbpm open_table + open every _pm", lambda box: box.append(opened()), setup=list,
+                  teardown=lambda box: box.pop().close(), note="not part of the goal"),
+        Contender("pyarrow.dataset split_by_row_group x 1,000, cached", ds_cached),
+        Contender("DuckDB count(*) over 1,000 files, metadata cache on", lambda: con.execute(q).fetchone()),
+    ], max(3, rounds // 2), target)
+    rep.table("table", f"{n_parts:,} partitions x 10 row groups x 8 columns, {survivors} row groups survive",
+              cs, cs[0])
+    rep.info["table"] = {"predicate": sql, "partitions": n_parts, "survivors": survivors, "open_once_s": t_open}
+    # An absolute goal on a shared machine: judged on this process's CPU time (other processes'
+    # load does not count), the wall time shown next to it.
+    print(f"  first call: wall {cs[0].median * 1e3:.2f} ms, process CPU {cs[0].cpu_median * 1e3:.2f} ms; "
+          f"second call: wall {cs[1].median * 1e3:.3f} ms, CPU {cs[1].cpu_median * 1e3:.3f} ms")
+    rep.goal("1,000-partition Table.prune after open, first call, CPU (<= 10 ms)", cs[0].cpu_median * 1e3, 10,
+             "ms", higher_is_better=False)
+    rep.goal("1,000-partition Table.prune after open, first call, wall (<= 10 ms)", cs[0].median * 1e3, 10,
+             "ms", higher_is_better=False, report_only=True)
+    rep.goal("1,000-partition Table.prune, second call, wall (<= 10 ms)", cs[1].median * 1e3, 10, "ms",
+             higher_is_better=False, report_only=True)
+    warm.close()
+    con.close()
+
+
+def scenario_bloom(rep, rounds, target, quick):
+    from qdbpm import bloom
+
+    n_values = 20_000 if quick else 100_000
+    row_groups, per_filter = 64, 10_000
+    rng = np.random.default_rng(7)
+    strings = [f"user-{i:09d}" for i in rng.integers(0, 10**9, n_values).tolist()]
+    inserted = strings[:per_filter]
+    num_bytes = bloom.optimal_num_bytes(per_filter, 0.01)
+    data = np.zeros(row_groups * num_bytes, np.uint8)
+    for r in range(row_groups):
+        bloom.insert_hashes(data[r * num_bytes:(r + 1) * num_bytes],
+                            bloom.hash_values(inserted if r == 0 else [f"{s}/{r}" for s in inserted]))
+    offsets = np.arange(row_groups, dtype=np.int64) * num_bytes
+    lengths = np.full(row_groups, num_bytes, np.int64)
+    hashes = bloom.hash_values(strings)
+    encoded = [s.encode() for s in strings]
+    probes = n_values * row_groups
+    cons = [
+        Contender(f"qdbpm probe_many ({n_values:,} hashes x {row_groups} filters)",
+                  lambda: bloom.probe_many(hashes, data, offsets, lengths)),
+        Contender("qdbpm hash_values + probe_many (str)",
+                  lambda: bloom.probe_many(bloom.hash_values(strings), data, offsets, lengths)),
+        Contender("qdbpm hash_values (str, batch)", lambda: bloom.hash_values(strings)),
+    ]
+    try:
+        import xxhash
+
+        f = xxhash.xxh64_intdigest
+        cons.append(Contender("xxhash.xxh64_intdigest per value", lambda: [f(b) for b in encoded]))
+    except ImportError:
+        print("xxhash not installed: skipped", file=sys.stderr)
+    pyb = None
+    try:
+        from pybloom_live import BloomFilter
+
+        pyb = BloomFilter(capacity=per_filter, error_rate=0.01)
+        for s in inserted:
+            pyb.add(s)
+        cons.append(Contender("pybloom-live `v in f` per value, 1 filter", lambda: [s in pyb for s in strings]))
+    except ImportError:
+        print("pybloom-live not installed: skipped", file=sys.stderr)
+    cs = run_rounds(cons, rounds, target)
+    by = {c.name: c for c in cs}
+    rate = probes / cs[0].median
+    extra = {cs[0].name: f"{rate / 1e6:8.1f} M probes/s",
+             cs[1].name: f"{probes / cs[1].median / 1e6:8.1f} M probes/s",
+             cs[2].name: f"{n_values / cs[2].median / 1e6:8.2f} M hashes/s"}
+    if "xxhash.xxh64_intdigest per value" in by:
+        extra["xxhash.xxh64_intdigest per value"] = \
+            f"{n_values / by['xxhash.xxh64_intdigest per value'].median / 1e6:8.2f} M hashes/s"
+    pyb_name = "pybloom-live `v in f` per value, 1 filter"
+    if pyb is not None:
+        extra[pyb_name] = f"{n_values / by[pyb_name].median / 1e6:8.2f} M probes/s"
+    rep.table("bloom", "SBBF 16 KiB filters of 10,000 values; strings", cs, cs[0], extra)
+    print("  (ratios compare equal work only where the units match: use the rates)")
+    rep.goal("bloom batch probes/s, one core (M)", rate / 1e6, 50, "M/s")
+    if pyb is not None:
+        rep.goal("bloom batch vs pybloom-live (per probe)", rate / (n_values / by[pyb_name].median), 100, "x")
+
+
+def scenario_crc(rep, rounds, target):
+    import zlib
+
+    from qdbpm import crc
+
+    rng = np.random.default_rng(3)
+    out = []
+    for size in (1 << 20, 64 << 20):
+        buf = rng.integers(0, 256, size, dtype=np.uint8)
+        dst = np.empty_like(buf)
+        cs = run_rounds([
+            Contender(f"qdbpm.crc.crc32 ({crc.BACKEND})", lambda: crc.crc32(buf, 0, size)),
+            Contender("zlib.crc32", lambda: zlib.crc32(buf)),
+            Contender("limit: numpy copy (read + write)", lambda: np.copyto(dst, buf)),
+        ], rounds, target)
+        extra = {c.name: f"{size / c.median / 1e9:6.2f} GB/s" for c in cs}
+        rep.table("crc", f"{size >> 20} MiB buffer", cs, cs[0], extra)
+        out.append(cs)
+    return out
+
+
+def machine_info():
+    import duckdb
+    import pyarrow
+
+    import qdbpm
+    from qdbpm import crc
+
+    info = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "numpy": np.__version__, "pyarrow": pyarrow.__version__, "duckdb": duckdb.__version__,
+            "crc_backend": crc.BACKEND, "qdbpm": getattr(qdbpm, "__version__", "?")}
+    for mod in ("xxhash", "pybloom_live"):
+        try:
+            m = __import__(mod)
+            info[mod] = getattr(m, "__version__", getattr(m, "VERSION", "?"))
+        except ImportError:
+            info[mod] = None
+    return info
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer rounds, shorter samples, smaller bloom input")
+    ap.add_argument("--json", metavar="FILE", help="also write every sample and goal as JSON ('-': stdout)")
+    ap.add_argument("--skip", default="", help=f"comma-separated scenarios to skip: {','.join(SCENARIOS)}")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds (default 7, --quick 3)")
+    args = ap.parse_args(argv)
+    skip = {s for s in args.skip.split(",") if s}
+    if skip - set(SCENARIOS):
+        ap.error(f"unknown scenario(s) {sorted(skip - set(SCENARIOS))}")
+    rounds = args.rounds or (3 if args.quick else 7)
+    target = 0.02 if args.quick else 0.05
+    rep = Report()
+    rep.info["machine"] = machine_info()
+    started = time.perf_counter()
+    t = time.perf_counter()
+    a = D.parquet_and_pm(10_000, 8)
+    b = D.parquet_and_pm(200, 1_000)
+    if "table" not in skip:
+        D.table_dir()
+    print(f"datasets ready in {time.perf_counter() - t:.1f} s (cache: {D.CACHE}); "
+          f"{rounds} rounds; medians; ratio = time / time of the first (reference) row")
+    A, B = "A 10,000 x 8", "B 200 x 1,000"
+    if "open" not in skip:
+        scenario_open(rep, A, a[1], rounds, target)
+        scenario_open(rep, B, b[1], rounds, target)
+    if "prune" not in skip:
+        scenario_prune(rep, A, *a, rounds, target, goals=True)
+        scenario_prune(rep, B, *b, rounds, target)
+    if "generate" not in skip:
+        scenario_generate(rep, A, a[0], rounds, target, goals=True)
+        scenario_generate(rep, B, b[0], rounds, target)
+    if "table" not in skip:
+        scenario_table(rep, rounds, target)
+    if "bloom" not in skip:
+        scenario_bloom(rep, rounds, target, args.quick)
+    if "crc" not in skip:
+        scenario_crc(rep, rounds, target)
+    if rep.goals:
+        rep.print_goals()
+    elapsed = time.perf_counter() - started
+    print(f"\ntotal {elapsed:.0f} s")
+    if args.json:
+        doc = {"rows": rep.rows, "goals": rep.goals, "info": rep.info, "rounds": rounds, "elapsed_s": elapsed}
+        if args.json == "-":
+            json.dump(doc, sys.stdout, indent=1, default=str)
+        else:
+            with open(args.json, "w") as f:
+                json.dump(doc, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
