@@ -425,21 +425,72 @@ def bound_columns(b) -> set:
 # --- evaluation -----------------------------------------------------------------------------
 
 
+MAX_ANYSIGN_COLUMNS = 3  # readings tried jointly: 2**3 evaluations at most
+
+
 def evaluate(b, n_rows: int, stats, blooms=None) -> np.ndarray:
     """Mask over `n_rows` row groups. stats(col) -> ColumnStats; blooms(col) -> (data, offsets,
     lengths) or None. Both are lookups over data already in memory."""
+    anysign = sorted(_anysign_columns(b))
+    if not anysign or len(anysign) > MAX_ANYSIGN_COLUMNS:
+        # Beyond the cap each leaf ORs both readings on its own: sound, only less sharp.
+        return _evaluate(b, n_rows, stats, blooms)
+    # A typeless integer column is signed or unsigned, the same for the whole predicate: evaluate
+    # it under each joint reading and keep a row group any reading keeps. Leaf by leaf ORing
+    # would let `x >= 0 AND x <= 0` pass on 2^63 (>= 0 unsigned, <= 0 signed).
+    out = np.zeros(n_rows, bool)
+    for mask in range(1 << len(anysign)):
+        unsigned = {c for k, c in enumerate(anysign) if mask >> k & 1}
+        cache = {}
+
+        def fixed(col, unsigned=unsigned, cache=cache):
+            st = stats(col)
+            if col not in anysign:
+                return st
+            if col not in cache:
+                cache[col] = _one_reading(st, col in unsigned)
+            return cache[col]
+
+        out |= _evaluate(b, n_rows, fixed, blooms)
+        if out.all():
+            break
+    return out
+
+
+def _anysign_columns(b) -> set:
+    if isinstance(b, Node):
+        out = set()
+        for c in b.children:
+            out |= _anysign_columns(c)
+        return out
+    return {b.ct.index} if b.ct is not None and b.ct.kind == KIND_ANYSIGN else set()
+
+
+def _one_reading(s, unsigned: bool):
+    """KIND_ANYSIGN stats read one way: plain integer bounds; a row group whose bounds are
+    disordered under this reading keeps no bounds in it."""
+    from .stats import ColumnStats
+
+    lo, hi = (s.ulo, s.uhi) if unsigned else (s.lo, s.hi)
+    ordered = ~(s.has_lo & s.has_hi) | (lo <= hi)
+    eq = s.exact_eq & ordered  # all values share lo's bits, whichever the reading
+    return ColumnStats(KIND_INT, lo, hi, s.has_lo & ordered, s.has_hi & ordered, eq,
+                       s.nulls_known, s.nulls, s.num_values)
+
+
+def _evaluate(b, n_rows: int, stats, blooms) -> np.ndarray:
     if isinstance(b, Node):
         it = iter(b.children)
-        m = evaluate(next(it), n_rows, stats, blooms)
+        m = _evaluate(next(it), n_rows, stats, blooms)
         for c in it:
             if b.op == "and":
                 if not m.any():
                     break
-                m &= evaluate(c, n_rows, stats, blooms)
+                m &= _evaluate(c, n_rows, stats, blooms)
             else:
                 if m.all():
                     break
-                m |= evaluate(c, n_rows, stats, blooms)
+                m |= _evaluate(c, n_rows, stats, blooms)
         return m
     if b.kind == "const":
         return np.full(n_rows, b.const)

@@ -171,3 +171,18 @@ def test_timestamp_literals_in_column_units(pm_path):
         assert pm.prune(col("ts") < np.datetime64("1970-01-01T00:00:00.000000001", "ns")).tolist() == [True, False]
         assert pm.prune(col("ts") > dt.datetime(1970, 1, 2, tzinfo=dt.timezone(dt.timedelta(hours=1)))).tolist() == [True, True]
         assert pm.prune(col("ts") == dt.date(1970, 1, 2)).tolist() == [False, True]
+
+
+def test_typeless_int64_is_read_one_way_per_predicate(pm_path):
+    """INT64 with no QuestDB type (unsigned 64-bit files) is pruned under each joint reading."""
+    anysign = Column("x", type=-1, physical_type=L.PT_INT64)
+    top = struct.pack("<Q", 1 << 63)  # 2^63 unsigned, -2^63 signed
+    with one_column_pm(pm_path, anysign, [(top, top, 0, 10, EXACT), (q(0), q(5), 0, 10, EXACT)]) as pm:
+        # each leaf alone may match under one reading or the other...
+        assert pm.prune(col("x") >= 0).tolist() == [True, True]
+        assert pm.prune(col("x") <= 0).tolist() == [True, True]
+        # ...but no single reading puts 2^63 / -2^63 in [0, 0]
+        assert pm.prune(col("x").between(0, 0)).tolist() == [False, True]
+        assert pm.prune(col("x") == 1 << 63).tolist() == [True, False]
+        assert pm.prune(col("x") == -(1 << 63)).tolist() == [True, False]
+        assert pm.prune(col("x") != 1 << 63).tolist() == [True, True]  # equal in one reading only
