@@ -19,7 +19,7 @@ import pytest
 import qdbpm
 from qdbpm import col
 from qdbpm import layout as L
-from qdbpm.bloom import SplitBlockBloomFilter
+from qdbpm.bloom import SplitBlockBloomFilter, expected_fpp
 from qdbpm.generate import generate
 
 from test_generate import check_pm
@@ -255,7 +255,14 @@ def test_spark_written_row_groups_and_bloom_filters(spark, tmp_path):
                 rows = t.slice(start, n)
                 start += n
                 for name, values in (("k", rows.column("k").to_numpy()), ("s", rows.column("s").to_pylist())):
-                    assert SplitBlockBloomFilter.from_bytes(m.bloom_filter(r, name)).contains(values).all()
+                    f = SplitBlockBloomFilter.from_bytes(m.bloom_filter(r, name))
+                    assert f.contains(values).all()
+                    # absent values: false positives within 2x of the filter's design (+ Poisson slack)
+                    absent = (np.arange(20_000, dtype=np.int64) + 10**9) if name == "k" else \
+                        [f"absent-{j}" for j in range(20_000)]
+                    fp = int(f.contains(absent).sum())
+                    design = expected_fpp(f.num_bytes, len(set(values.tolist() if name == "k" else values)))
+                    assert fp <= 2 * design * 20_000 + 4, (name, r, fp, design)
             assert not m.prune(col("k") == 100000).any() and not m.prune(col("s") == "nope").any()
         assert seen["inline"]["typed"] > 0
     assert total_rgs >= 3
