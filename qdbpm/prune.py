@@ -11,6 +11,7 @@ import datetime as _dt
 import decimal
 import ipaddress
 import math
+import operator
 import struct
 import uuid
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from .stats import (KIND_ANYSIGN, KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT,
                     ColumnType)
 
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+        "!=": operator.ne}
 UNIT_PER_SECOND = {"days": Fraction(1, 86400), "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 NAN = float("nan")
@@ -197,18 +200,7 @@ def _cmp(arr, op, c, lo_kind=None):
         return np.full(arr.shape, op in ("<", "<=", "!="))
     if c < lo:
         return np.full(arr.shape, op in (">", ">=", "!="))
-    c = arr.dtype.type(c)
-    if op == "<":
-        return arr < c
-    if op == "<=":
-        return arr <= c
-    if op == ">":
-        return arr > c
-    if op == ">=":
-        return arr >= c
-    if op == "==":
-        return arr == c
-    return arr != c
+    return _OPS[op](arr, arr.dtype.type(c))
 
 
 def _obj_cmp(arr, op, c, has):
@@ -632,13 +624,7 @@ def _or_missing(m, has, all_have):
 
 
 def _apply_float(arr, op, c):
-    if op == "<":
-        return arr < c
-    if op == "<=":
-        return arr <= c
-    if op == ">":
-        return arr > c
-    return arr >= c
+    return _OPS[op](arr, c)
 
 
 def _bloom_mask(b: Leaf, blooms, n) -> np.ndarray:
