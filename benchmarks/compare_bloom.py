@@ -12,23 +12,15 @@ Goals: >= 50 M value x filter probes/s in batch, >= 100x pybloom-live.
 """
 
 import argparse
-import statistics
+import os
 import sys
-import time
 
 import numpy as np
 
 from qdbpm import bloom
 
-
-def median_seconds(fn, repeat):
-    fn()  # warm caches and lazy imports
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from datasets import median_seconds  # noqa: E402
 
 
 def main(argv=None):

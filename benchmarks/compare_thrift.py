@@ -15,23 +15,12 @@ and the ratios. Goal: read_footer <= 1/5 of read_metadata (generate as a whole >
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_thrift import footer_bytes, parquet_dataset  # noqa: E402
-
-
-def median_seconds(fn, repeat):
-    fn()  # warm caches and lazy imports
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+from datasets import median_seconds  # noqa: E402
 
 
 def main(argv=None):

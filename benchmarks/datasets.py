@@ -1,6 +1,8 @@
 """Seeded benchmark datasets, built once per machine in a cache directory (never committed)."""
 
 import os
+import statistics
+import time
 
 import numpy as np
 
@@ -9,6 +11,17 @@ from qdbpm.desc import Column, Description
 from qdbpm.writer import write_new
 
 CACHE = os.environ.get("QDBPM_BENCH_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "qdbpm-bench"))
+
+
+def median_seconds(fn, repeat):
+    """Median wall time of fn() over `repeat` calls after one warm-up call."""
+    fn()  # warm caches and lazy imports
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
 def cache_path(*parts):
