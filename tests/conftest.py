@@ -3,7 +3,8 @@ import os
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PEER_DATA = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "peer-data", "data"))
+# Apache parquet-testing files (Apache License 2.0, LICENSE.txt beside them), shipped with the tests.
+PEER_DATA = os.path.join(HERE, "data", "parquet-testing")
 GOLDEN = os.path.join(HERE, "golden")
 
 

@@ -29,7 +29,8 @@ from qdbpm.bloom import (
 )
 from qdbpm.errors import ParquetFormatError
 
-PEER_DATA = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "shared", "peer-data", "data"))
+from conftest import PEER_DATA  # noqa: E402
+
 XXHASH_BIN = os.path.join(PEER_DATA, "bloom_filter.xxhash.bin")
 
 INT64_0_9 = [24, 130, 24, 8, 134, 8, 68, 6, 2, 101, 128, 10, 64, 2, 38, 78,
