@@ -573,19 +573,9 @@ def test_duckdb_written_filters(tmp_path):
                 assert bool(f.contains(probe_value)[0]) == (not excludes), (column, v, r)
 
 
-# --- through qdbpm.parquet.read_footer, once the Thrift footer parser lands ----------------------
+# --- through qdbpm.parquet.read_footer -------------------------------------------------------
 
-try:
-    _qparquet = importlib.import_module("qdbpm.parquet")
-except ModuleNotFoundError as _e:  # the module (or its kernel) is not built yet
-    if _e.name not in ("qdbpm.parquet", "qdbpm._thrift"):
-        raise
-    _qparquet = None
-
-needs_read_footer = pytest.mark.skipif(
-    _qparquet is None or not hasattr(_qparquet, "read_footer"),
-    reason="qdbpm.parquet.read_footer (bloom_offset/bloom_length (R, C) arrays) is not available yet",
-)
+_qparquet = importlib.import_module("qdbpm.parquet")
 
 
 def _footer_arrays(path):
@@ -594,7 +584,6 @@ def _footer_arrays(path):
     return np.asarray(get("bloom_offset")), np.asarray(get("bloom_length"))
 
 
-@needs_read_footer
 def test_read_footer_bloom_offsets_probe_all_row_groups_at_once(tmp_path):
     path = str(tmp_path / "rg.parquet")
     n, rgs = 4000, 8

@@ -197,7 +197,7 @@ def duckdb_partition(path, day):
 
 
 def test_duckdb_table_on_s3(s3_server, s3_bucket, tmp_path):
-    pytest.importorskip("duckdb")
+    import duckdb  # noqa: F401  (a test dependency: missing must fail, not skip)
     truth = build_local(str(tmp_path), 2, duckdb_partition)
     fs = s3_server.filesystem()
     remote = f"{s3_bucket}/duck"

@@ -14,7 +14,7 @@ import qdbpm
 from qdbpm import col
 from qdbpm.generate import generate
 
-pytest.importorskip("pyspark")
+import pyspark  # noqa: E402,F401  (a test dependency: missing must fail, not skip)
 import qdbpm.spark as qs  # noqa: E402
 
 from test_read_table import pyarrow_partition  # noqa: E402
