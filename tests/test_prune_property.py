@@ -229,7 +229,10 @@ def truncate_string_stats(desc, footer, width=8):
     return dataclasses.replace(desc, stats=ByteRefs.from_objects(objs), chunks=chunks)
 
 
-@settings(max_examples=DATASETS, deadline=None, suppress_health_check=list(HealthCheck))
+# derandomize: the same examples on every machine and run (a fixed, seeded case list), so the
+# outcome never depends on speed or luck; `scripts/` and the env var run longer, wider searches.
+@settings(max_examples=DATASETS, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
 @given(data=st.data(), ds=datasets())
 def test_no_false_negatives_and_pruning_power(tmp_path_factory, data, ds):
     table, rg_size, pools, truncate = ds
