@@ -83,8 +83,8 @@ def parquet_blooms(f, footer, rows, columns, external: bool) -> ByteRefs | None:
     """The SBBF bitsets the Parquet file holds for (rows x columns); None when there are none.
 
     A filter is used only when the footer gives offset > 0 and length > 0 and its header says
-    BLOCK / XXHASH / UNCOMPRESSED with a positive multiple of 32 bytes (notes); otherwise that
-    chunk simply has no filter.
+    BLOCK / XXHASH / UNCOMPRESSED with a positive multiple of 32 bytes; otherwise that chunk simply
+    has no filter (docs/format.md#bloom-filters).
     """
     R, C = footer.chunks.shape
     start = np.zeros((R, C), np.int64)

@@ -1,7 +1,7 @@
 """The on-disk layout of `_pm`: the only module that knows offsets, sizes and flag bits.
 
 Everything is little-endian. Dtypes carry explicit '<' so views are correct on any host.
-Spec: parquet-metadata.md; byte facts: implementation-notes.md.
+Spec of record: docs/format.md (its tables mirror the dtypes below).
 """
 
 import numpy as np

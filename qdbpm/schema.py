@@ -1,8 +1,8 @@
 """Parquet schema → `_pm` column descriptors.
 
 Two sources: QuestDB-written files carry a `questdb` key-value JSON with each column's full type
-code; any other file gets its QuestDB type inferred from physical + logical type (the notes'
-inference table). Nested columns map to their leaves with their levels.
+code; any other file gets its QuestDB type inferred from physical + logical type
+(docs/format.md#type-inference). Nested columns map to their leaves with their levels.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def _decimal_code(tag: int, precision: int, scale: int) -> int:
 def infer_type(leaf) -> int:
     """QuestDB type code of a leaf of an external file, -1 when no QuestDB type fits.
 
-    Deviation from the notes' table, for pruning correctness: unsigned 32-bit maps to IPv4 (the
+    Deviation from the reference (docs/format.md#deviations-from-the-reference), for pruning
+    correctness: unsigned 32-bit maps to IPv4 (the
     one unsigned 32-bit QuestDB type, so its stats compare unsigned) and unsigned 64-bit to -1
     (no QuestDB type compares unsigned 64-bit; a signed reading of its stats could prune wrongly).
     """

@@ -1,7 +1,7 @@
 """Write `_pm` files: fresh (atomic temp + fsync + rename) or in update mode (append at the base,
 new footer chaining to the anchor, publish by patching the size at offset 0 last).
 
-Byte layout decisions follow implementation-notes.md; `layout` holds every offset and flag.
+Byte layout decisions follow docs/format.md#writing; `layout` holds every offset and flag.
 
 Speed (a 10,000-row-group description is 80,000 chunk records): stat slots, flags and sizes are
 computed a block of row groups at a time with a few vector operations (`_Stats`); without any
@@ -728,7 +728,7 @@ def write_update(pm_path, d: Description, *, anchor_parquet_size=None, ops: File
     d = _with_header_of(d, header_bloom_cols, header_external)
 
     unchanged = np.zeros(d.row_group_count, bool)
-    # A row group is unchanged when its column 0 chunk starts where it did (notes: update mode).
+    # A row group is unchanged when its column 0 chunk starts where it did (docs/format.md#update-mode).
     if len(d.columns) and old_rows:
         new_first = d.chunks["byte_range_start"][:old_rows, 0]
         unchanged[:old_rows] = new_first == old_first

@@ -13,7 +13,7 @@ import numpy as np
 from qdbpm import layout as L
 from qdbpm.desc import Column, Description
 
-# The two example files of implementation-notes.md, verbatim.
+# The two example files of docs/format.md#example-files, byte for byte.
 EXAMPLE_A = binascii.unhexlify(
     "c4000000000000000000000000000000ffffffff00000000010000000000000040000000000000000000000005000000"
     "00000000000000000500000000000000636f6c5f30000000640000000000000000000000000000000000000000000000"

@@ -156,7 +156,7 @@ def from_thrift(meta: bytes) -> dict:
 
 
 def expected_stat_flags(ch: dict) -> int:
-    """STAT_FLAGS as implementation-notes.md "Statistics" prescribes, from raw Thrift values."""
+    """STAT_FLAGS as docs/format.md#generation-from-parquet prescribes, from raw Thrift values."""
     f = 0
     if ch["min_value"]:
         f |= L.STAT_MIN_PRESENT | (0 if ch["is_min_value_exact"] is False else L.STAT_MIN_EXACT)

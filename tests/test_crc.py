@@ -10,8 +10,8 @@ import pytest
 
 from qdbpm import crc
 
-# implementation-notes.md, "Two example files": A, and B (A after one update).
-from golden_cases import EXAMPLE_A, EXAMPLE_B  # noqa: E402  (the notes' example files)
+# docs/format.md#example-files: A, and B (A after one update).
+from golden_cases import EXAMPLE_A, EXAMPLE_B  # noqa: E402
 
 
 def test_example_files_from_the_notes():

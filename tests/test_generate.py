@@ -104,7 +104,8 @@ def same_value(a, b) -> bool:
 
 
 def stat_flags_for(e) -> int:
-    """STAT_FLAGS the notes prescribe from the raw Thrift values of one chunk (`from_thrift`)."""
+    """STAT_FLAGS docs/format.md#generation-from-parquet prescribes from the raw Thrift values of
+    one chunk (`from_thrift`)."""
     f = 0
     for raw, exact, present, inl, ex in ((e["min_value"], e["is_min_value_exact"], L.STAT_MIN_PRESENT,
                                           L.STAT_MIN_INLINED, L.STAT_MIN_EXACT),
@@ -150,7 +151,7 @@ def check_pm(pm_path, parquet_path, *, bloom="inline", parquet_size=None) -> dic
             assert ch["codec"] == e["codec"], where
             assert ch["encodings"] == pm_encodings(e["encodings"]), where
             assert ch["num_values"] == e["num_values"], where
-            # The notes: the dictionary page offset when the footer has one, else the data page.
+            # docs/format.md#chunk-records: the dictionary page offset if any, else the data page.
             start = e["dictionary_page_offset"] if e["dictionary_page_offset"] >= 0 else e["data_page_offset"]
             assert ch["byte_range_start"] == start, where
             assert ch["total_compressed"] == e["total_compressed"], where
@@ -543,11 +544,11 @@ def test_questdb_descending_timestamp_is_not_dts_asc(tmp_path):
         assert m.columns["flags"][0] & L.COLUMN_FLAG_DESCENDING and m.sorting_columns == [(0, True)]
 
 
-# --- schema mapping: external files, the notes' inference table ---------------------------------------
+# --- schema mapping: external files, docs/format.md#type-inference -------------------------
 
 D = _dec_code
-# (Arrow type, write options, expected TYPE) — one row of the notes' table each (plus qdbpm's
-# documented deviations for unsigned 32/64-bit and the types no QuestDB type fits).
+# (Arrow type, write options, expected TYPE) — one row of docs/format.md#type-inference each
+# (plus qdbpm's documented deviations for unsigned 32/64-bit and the types no QuestDB type fits).
 INFERENCE = {
     "ts_us": (pa.timestamp("us"), {}, L.QDB_TIMESTAMP),
     "ts_us_tz": (pa.timestamp("us", "UTC"), {}, L.QDB_TIMESTAMP),
