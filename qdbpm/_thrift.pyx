@@ -20,7 +20,7 @@ qdbpm.parquet's job.
 
 cimport cython
 from cpython.mem cimport PyMem_RawFree, PyMem_RawRealloc
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memset
 
 import numpy as np
@@ -48,6 +48,57 @@ cdef enum:
 
 _TYPE_NAMES = ("stop", "bool", "bool", "byte", "i16", "i32", "i64", "double", "binary", "list",
                "set", "map", "struct")
+
+# The wire type each struct expects per field id (parquet.thrift), as a mask over type nibbles:
+# as in Apache Thrift, a known id carrying another type is skipped like an unknown id and then
+# counts as absent (older writers used ids the spec later gave another meaning). One table per
+# struct, so the check costs one compare per field; ids past a table (or W_ANY) are not checked.
+cdef enum:
+    W_BOOL = (1 << CT_TRUE) | (1 << CT_FALSE)  # a bool's value is its nibble: both mean "bool"
+    W_BYTE = 1 << CT_BYTE
+    W_I16 = 1 << CT_I16
+    W_I32 = 1 << CT_I32
+    W_I64 = 1 << CT_I64
+    W_BIN = 1 << CT_BINARY
+    W_LIST = 1 << CT_LIST
+    W_STRUCT = 1 << CT_STRUCT
+    W_ANY = 0xFFFF
+cdef uint16_t FMD_W[10]   # FileMetaData; 8/9 (encryption) are checked so a mistyped one is absent
+FMD_W[:] = [W_ANY, W_I32, W_LIST, W_I64, W_LIST, W_LIST, W_BIN, W_LIST, W_STRUCT, W_BIN]
+cdef uint16_t RG_W[8]     # RowGroup
+RG_W[:] = [W_ANY, W_LIST, W_I64, W_I64, W_LIST, W_I64, W_I64, W_I16]
+cdef uint16_t CC_W[10]    # ColumnChunk
+CC_W[:] = [W_ANY, W_BIN, W_I64, W_STRUCT, W_I64, W_I32, W_I64, W_I32, W_STRUCT, W_BIN]
+cdef uint16_t CMD_W[16]   # ColumnMetaData
+CMD_W[:] = [W_ANY, W_I32, W_LIST, W_LIST, W_I32, W_I64, W_I64, W_I64, W_LIST, W_I64, W_I64, W_I64,
+            W_STRUCT, W_LIST, W_I64, W_I32]
+cdef uint16_t ST_W[10]    # Statistics
+ST_W[:] = [W_ANY, W_BIN, W_BIN, W_I64, W_I64, W_BIN, W_BIN, W_BOOL, W_BOOL, W_I64]
+cdef uint16_t SE_W[11]    # SchemaElement
+SE_W[:] = [W_ANY, W_I32, W_I32, W_I32, W_BIN, W_I32, W_I32, W_I32, W_I32, W_I32, W_STRUCT]
+cdef uint16_t KV_W[3]     # KeyValue
+KV_W[:] = [W_ANY, W_BIN, W_BIN]
+cdef uint16_t SC_W[4]     # SortingColumn
+SC_W[:] = [W_ANY, W_I32, W_BOOL, W_BOOL]
+# Logical type members, by union id: DecimalType (5), TimeType (7), TimestampType (8), IntType
+# (10), VariantType (16), GeometryType (17), GeographyType (18); fields 1 and 2 of each.
+cdef uint16_t LT_W[19][3]
+LT_W[5][:] = [W_ANY, W_I32, W_I32]
+LT_W[7][:] = [W_ANY, W_BOOL, W_STRUCT]
+LT_W[8][:] = [W_ANY, W_BOOL, W_STRUCT]
+LT_W[10][:] = [W_ANY, W_BYTE, W_BOOL]
+LT_W[16][:] = [W_ANY, W_BYTE, W_ANY]
+LT_W[17][:] = [W_ANY, W_BIN, W_ANY]
+LT_W[18][:] = [W_ANY, W_BIN, W_I32]
+
+
+cdef enum:
+    LIST_OF_STRUCT = CT_LIST | CT_STRUCT << 4  # E_MISSING's expected type: nibble | element << 4
+
+
+cdef inline bint mistyped(const uint16_t* want, int n, int64_t fid, int ttype) noexcept nogil:
+    """A known field id whose wire type is not the one its struct declares."""
+    return <uint64_t>fid < <uint64_t>n and not (want[fid] >> ttype) & 1
 
 # The `_pm` chunk record (layout.CHUNK_DTYPE), written in place: one cache line per chunk.
 # Fields are native-endian; qdbpm.parquet checks the layout against CHUNK_DTYPE at import and
@@ -148,7 +199,6 @@ cdef enum:
     E_MAP_TYPES           # a = key type, b = value type
     E_DEPTH
     E_WRONG_TYPE          # name, a = type nibble, what = expected
-    E_WRONG_ELEM          # name, a = element type nibble
     E_RANGE               # name, a = value, b = bits
     E_NEGATIVE            # name, a = value
     E_BINARY_LEN          # name, a = length, b = bytes left
@@ -170,6 +220,17 @@ _PHYS_NAMES = ("BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE", "BYTE_AR
 _LOGICAL_EMPTY = {1: "STRING", 2: "MAP", 3: "LIST", 4: "ENUM", 6: "DATE", 11: "UNKNOWN",
                   12: "JSON", 13: "BSON", 14: "UUID", 15: "FLOAT16", 19: "VECTOR"}
 _TIME_UNITS = {1: "MILLIS", 2: "MICROS", 3: "NANOS"}
+# LogicalType members with fields: union id -> (struct name, [(field name, wire type) of its
+# required fields 1, 2]); their other fields are optional.
+_LOGICAL_REQUIRED = {
+    5: (b"DecimalType", [(b"scale", CT_I32), (b"precision", CT_I32)]),
+    7: (b"TimeType", [(b"isAdjustedToUTC", CT_TRUE), (b"unit", CT_STRUCT)]),
+    8: (b"TimestampType", [(b"isAdjustedToUTC", CT_TRUE), (b"unit", CT_STRUCT)]),
+    10: (b"IntType", [(b"bitWidth", CT_BYTE), (b"isSigned", CT_TRUE)]),
+    16: (b"VariantType", []),
+    17: (b"GeometryType", []),
+    18: (b"GeographyType", []),
+}
 
 
 @cython.final
@@ -275,8 +336,6 @@ cdef class _Parser:
             msg = f"nesting deeper than {MAX_DEPTH}"
         elif code == E_WRONG_TYPE:
             msg = f"{name} has Thrift type {tn(a)}, expected {what}"
-        elif code == E_WRONG_ELEM:
-            msg = f"{name} has elements of Thrift type {tn(a)}"
         elif code == E_RANGE:
             msg = f"{name} = {a} does not fit i{b}"
         elif code == E_NEGATIVE:
@@ -284,7 +343,7 @@ cdef class _Parser:
         elif code == E_BINARY_LEN:
             msg = f"{name} of {a} bytes runs past the end of the footer ({b} bytes left)"
         elif code == E_MISSING:
-            msg = f"{name} has no {what} (field {a})"
+            msg = f"{name} has no {what} (field {a})" + self.mistyped_note(name, what, a, b)
         elif code == E_PHYSICAL_TYPE:
             msg = f"invalid physical type {a}"
         elif code == E_CODEC:
@@ -320,6 +379,29 @@ cdef class _Parser:
             ctx = f"row group {self.er}" + (f", column chunk {self.ec}" if self.ec >= 0 else "") + ": "
         prefix = "corrupt Parquet footer: " if corrupt else ""
         return ParquetFormatError(f"{prefix}{ctx}{msg} at {where}")
+
+    cdef str mistyped_note(self, str name, str what, int64_t fid, int64_t want):
+        """Why a required field that is in the struct at `eat` counts as absent: its wire type
+        (`want`: the expected nibble, plus the element type << 4 for a list). Cold path: walks
+        the struct again (the error is recorded already, so a walk error changes nothing)."""
+        cdef int ft = 0, et = 0
+        cdef int64_t f = 0
+        cdef Py_ssize_t pos = self.eat, size = 0
+        found = None
+        while pos >= 0:
+            pos = self.field(pos, &ft, &f)
+            if pos < 0 or ft == CT_STOP:
+                break
+            if f == fid:
+                found = (ft, pos)
+            pos = self.skip(pos, ft, 1, False)
+        if found is None:
+            return ""
+        tn = lambda t: _TYPE_NAMES[t] if 0 <= t < len(_TYPE_NAMES) else str(t)
+        ft, pos = found
+        if ft == (want & 15) and ft == CT_LIST and self.coll_header(pos, &et, &size, NULL) >= 0:
+            return f": {name}.{what} is a list of {tn(et)}, expected a list of {tn(want >> 4)}, and is skipped"
+        return f": {name}.{what} has Thrift type {tn(ft)}, expected {tn(want & 15)}, and is skipped"
 
     # --- primitives: (position in) -> position out, or -1 ---------------------------------------
 
@@ -471,13 +553,14 @@ cdef class _Parser:
         return pos
 
     cdef inline Py_ssize_t list_of(self, Py_ssize_t pos, int ttype, int want, Py_ssize_t* size,
-                                   int* etype, const char* name) noexcept nogil:
-        """A list field whose elements must be `want` (any integer type when want is CT_I32)."""
-        if ttype != CT_LIST and ttype != CT_SET:
-            return self.err(E_WRONG_TYPE, pos, name, b"list", ttype, 0)
+                                   int* etype, const char* name, int depth) noexcept nogil:
+        """The header of a list field (its wire type already checked) whose elements must be
+        `want`. Elements of another type make the whole list mistyped: it is skipped and
+        `size` is -1 (absent), as for a field of the wrong type."""
         cdef Py_ssize_t k = self.coll_header(pos, etype, size, name)
-        if k >= 0 and size[0] and etype[0] != want and not (want == CT_I32 and CT_BYTE <= etype[0] <= CT_I64):
-            return self.err(E_WRONG_ELEM, pos, name, NULL, etype[0], 0)
+        if k >= 0 and size[0] and etype[0] != want:
+            size[0] = -1
+            return self.skip(pos, ttype, depth, False)
         return k
 
     cdef inline Py_ssize_t skip_scalar(self, Py_ssize_t pos, int ttype, bint in_coll) noexcept nogil:
@@ -601,8 +684,7 @@ cdef class _Parser:
     cdef int parse_file_metadata(self, Py_ssize_t pos) except -1:
         cdef int ttype = 0
         cdef int64_t fid = 0, v = 0
-        cdef Py_ssize_t start, hdr = 0
-        cdef uint32_t seen = 0
+        cdef Py_ssize_t start, hdr = 0, s0 = pos
         cdef list fields = []
         out = self.out
         while True:
@@ -611,7 +693,9 @@ cdef class _Parser:
             if ttype == CT_STOP:
                 break
             start = pos
-            if fid == 1:
+            if mistyped(FMD_W, 10, fid, ttype):
+                pos = self.check(self.skip(pos, ttype, 1, False))
+            elif fid == 1:
                 pos = self.check(self.read_int(pos, ttype, 32, &v, b"FileMetaData.version"))
                 out["version"] = v
             elif fid == 2:
@@ -622,33 +706,42 @@ cdef class _Parser:
             elif fid == 4:
                 pos = self.parse_row_groups(pos, ttype, 1)
             elif fid == 5:
-                out["key_value_metadata"] = self.parse_key_values(&pos, ttype, 1)
+                kvs = self.parse_key_values(&pos, ttype, 1)
+                if kvs is not None:
+                    out["key_value_metadata"] = kvs
             elif fid == 6:
                 out["created_by"] = self.read_bytes(&pos, ttype, b"FileMetaData.created_by")
             elif fid == 7:
-                out["column_orders"] = self.parse_column_orders(&pos, ttype, 1)
+                orders = self.parse_column_orders(&pos, ttype, 1)
+                if orders is not None:
+                    out["column_orders"] = orders
             elif fid == 8:
                 self.check(self.err(E_ENCRYPTED, hdr, NULL, b"FileMetaData.encryption_algorithm", 0, 0))
             elif fid == 9:
                 self.check(self.err(E_ENCRYPTED, hdr, NULL, b"FileMetaData.footer_signing_key_metadata", 0, 0))
             else:
                 pos = self.check(self.skip(pos, ttype, 1, False))
-            if 0 < fid < 32:
-                seen |= (<uint32_t>1) << fid
             fields.append((fid, ttype, start, pos))
-        for fid, name in ((1, b"version"), (2, b"schema"), (3, b"num_rows"), (4, b"row_groups")):
-            if not seen & ((<uint32_t>1) << fid):
-                self.check(self.err(E_MISSING, hdr, b"FileMetaData", name, fid, 0))
+        # Present = read: a mistyped field (or list of mistyped elements) was skipped.
+        for fid, key, name, want in ((1, "version", b"version", CT_I32), (2, "schema", b"schema", LIST_OF_STRUCT),
+                                     (3, "num_rows", b"num_rows", CT_I64), (4, "rg", b"row_groups", LIST_OF_STRUCT)):
+            if key not in out:
+                self.check(self.err(E_MISSING, s0, b"FileMetaData", name, fid, want))
         out["fields"] = fields
         out["end"] = pos
         return 0
 
     cdef list parse_key_values(self, Py_ssize_t* cur, int ttype, int depth):
+        """[(key, value | None)], or None for a list of mistyped elements (absent)."""
         cdef Py_ssize_t size = 0, i, at, pos = cur[0]
         cdef int ft = 0
         cdef int64_t fid
         cdef list kvs = []
-        pos = self.check(self.list_of(pos, ttype, CT_STRUCT, &size, &ft, b"FileMetaData.key_value_metadata"))
+        pos = self.check(self.list_of(pos, ttype, CT_STRUCT, &size, &ft, b"FileMetaData.key_value_metadata",
+                                      depth))
+        cur[0] = pos
+        if size < 0:
+            return None
         for i in range(size):
             key = value = None
             fid = 0
@@ -657,24 +750,31 @@ cdef class _Parser:
                 pos = self.check(self.field(pos, &ft, &fid))
                 if ft == CT_STOP:
                     break
-                if fid == 1:
+                if mistyped(KV_W, 3, fid, ft):
+                    pos = self.check(self.skip(pos, ft, depth + 1, False))
+                elif fid == 1:
                     key = self.read_bytes(&pos, ft, b"KeyValue.key")
                 elif fid == 2:
                     value = self.read_bytes(&pos, ft, b"KeyValue.value")
                 else:
                     pos = self.check(self.skip(pos, ft, depth + 1, False))
             if key is None:
-                self.check(self.err(E_MISSING, at, b"KeyValue", b"key", 1, 0))
+                self.check(self.err(E_MISSING, at, b"KeyValue", b"key", 1, CT_BINARY))
             kvs.append((key, value))
         cur[0] = pos
         return kvs
 
     cdef list parse_column_orders(self, Py_ssize_t* cur, int ttype, int depth):
+        """The ColumnOrder union id per element (0: none set), or None for a list of mistyped
+        elements (absent). Its known member, TYPE_ORDER (1), is a struct: another type is skipped."""
         cdef Py_ssize_t size = 0, i, pos = cur[0]
         cdef int ft = 0
         cdef int64_t fid, kind
         cdef list orders = []
-        pos = self.check(self.list_of(pos, ttype, CT_STRUCT, &size, &ft, b"FileMetaData.column_orders"))
+        pos = self.check(self.list_of(pos, ttype, CT_STRUCT, &size, &ft, b"FileMetaData.column_orders", depth))
+        cur[0] = pos
+        if size < 0:
+            return None
         for i in range(size):
             kind = 0  # an empty union
             fid = 0
@@ -682,7 +782,8 @@ cdef class _Parser:
                 pos = self.check(self.field(pos, &ft, &fid))
                 if ft == CT_STOP:
                     break
-                kind = fid
+                if fid != 1 or ft == CT_STRUCT:
+                    kind = fid
                 pos = self.check(self.skip(pos, ft, depth + 1, False))
             orders.append(kind)
         cur[0] = pos
@@ -692,9 +793,12 @@ cdef class _Parser:
         cdef Py_ssize_t size = 0, i, start
         cdef int et = 0
         cdef list elements = [], spans = []
+        cdef Py_ssize_t at = pos
+        pos = self.check(self.list_of(pos, ttype, CT_STRUCT, &size, &et, b"FileMetaData.schema", depth))
+        if size < 0:
+            return pos
         if "schema" in self.out:
-            self.check(self.err(E_DUPLICATE, pos, b"FileMetaData.schema", NULL, 0, 0))
-        pos = self.check(self.list_of(pos, ttype, CT_STRUCT, &size, &et, b"FileMetaData.schema"))
+            self.check(self.err(E_DUPLICATE, at, b"FileMetaData.schema", NULL, 0, 0))
         for i in range(size):
             start = pos
             elements.append(self.parse_schema_element(&pos, depth + 1))
@@ -714,28 +818,32 @@ cdef class _Parser:
             pos = self.check(self.field(pos, &ft, &fid))
             if ft == CT_STOP:
                 break
-            if 1 <= fid <= 9 and fid != 4:
+            if mistyped(SE_W, 11, fid, ft):
+                pos = self.check(self.skip(pos, ft, depth, False))
+            elif 1 <= fid <= 9 and fid != 4:
                 pos = self.check(self.read_int(pos, ft, 32, &v, b"SchemaElement field"))
                 vals[fid - 1] = v
             elif fid == 4:
                 vals[3] = self.read_bytes(&pos, ft, b"SchemaElement.name")
             elif fid == 10:
-                if ft != CT_STRUCT:
-                    self.check(self.err(E_WRONG_TYPE, pos, b"SchemaElement.logicalType", b"struct", ft, 0))
                 vals[9] = self.parse_logical_type(&pos, depth + 1)
             else:
                 pos = self.check(self.skip(pos, ft, depth, False))
         if vals[3] is None:
-            self.check(self.err(E_MISSING, at, b"SchemaElement", b"name", 4, 0))
+            self.check(self.err(E_MISSING, at, b"SchemaElement", b"name", 4, CT_BINARY))
         cur[0] = pos
         return tuple(vals)
 
     cdef object parse_logical_type(self, Py_ssize_t* cur, int depth):
-        """The LogicalType union -> a small tuple (see qdbpm.thrift.SchemaElement)."""
+        """The LogicalType union -> a small tuple (see qdbpm.thrift.SchemaElement); None when no
+        member is set. Every member is a struct: a known id of another wire type is skipped
+        (absent), an unknown id gives ("OTHER", id). As in Thrift, a member struct without one
+        of its required fields (or with it mistyped, hence skipped) is an error."""
         cdef int ft = 0, ft2 = 0
         cdef int64_t fid = 0, fid2, v = 0
         cdef bint b = False
-        cdef Py_ssize_t pos = cur[0]
+        cdef Py_ssize_t pos = cur[0], at
+        cdef uint32_t seen
         result = None
         if depth >= MAX_DEPTH:
             self.check(self.err(E_DEPTH, pos, NULL, NULL, 0, 0))
@@ -743,9 +851,12 @@ cdef class _Parser:
             pos = self.check(self.field(pos, &ft, &fid))
             if ft == CT_STOP:
                 break
-            if ft != CT_STRUCT or not (fid in _LOGICAL_EMPTY or fid in (5, 7, 8, 10, 16, 17, 18)):
+            if not (fid in _LOGICAL_EMPTY or fid in _LOGICAL_REQUIRED):
                 pos = self.check(self.skip(pos, ft, depth + 1, False))
                 result = ("OTHER", fid)
+                continue
+            if ft != CT_STRUCT:
+                pos = self.check(self.skip(pos, ft, depth + 1, False))
                 continue
             if fid in _LOGICAL_EMPTY:
                 pos = self.check(self.skip(pos, ft, depth + 1, False))
@@ -753,11 +864,17 @@ cdef class _Parser:
                 continue
             x = y = None
             fid2 = 0
+            seen = 0
+            at = pos
             while True:
                 pos = self.check(self.field(pos, &ft2, &fid2))
                 if ft2 == CT_STOP:
                     break
-                if fid == 5 and (fid2 == 1 or fid2 == 2):  # DecimalType scale, precision
+                if mistyped(LT_W[fid], 3, fid2, ft2) or not (fid2 == 1 or fid2 == 2):
+                    pos = self.check(self.skip(pos, ft2, depth + 1, False))
+                    continue
+                seen |= (<uint32_t>1) << fid2
+                if fid == 5:  # DecimalType scale, precision
                     pos = self.check(self.read_int(pos, ft2, 32, &v, b"DecimalType field"))
                     if fid2 == 1:
                         x = v
@@ -766,12 +883,12 @@ cdef class _Parser:
                 elif (fid == 7 or fid == 8) and fid2 == 1:
                     self.check(self.read_bool(pos, ft2, &b, b"isAdjustedToUTC"))
                     y = bool(b)
-                elif (fid == 7 or fid == 8) and fid2 == 2 and ft2 == CT_STRUCT:
+                elif fid == 7 or fid == 8:
                     x = self.parse_time_unit(&pos, depth + 1)
                 elif fid == 10 and fid2 == 1:
                     pos = self.check(self.read_int(pos, ft2, 8, &v, b"IntType.bitWidth"))
                     x = v
-                elif fid == 10 and fid2 == 2:
+                elif fid == 10:
                     self.check(self.read_bool(pos, ft2, &b, b"IntType.isSigned"))
                     y = bool(b)
                 elif fid == 16 and fid2 == 1:
@@ -779,11 +896,15 @@ cdef class _Parser:
                     x = v
                 elif (fid == 17 or fid == 18) and fid2 == 1:
                     x = self.read_bytes(&pos, ft2, b"crs").decode("utf-8", "surrogateescape")
-                elif fid == 18 and fid2 == 2:
+                elif fid == 18:
                     pos = self.check(self.read_int(pos, ft2, 32, &v, b"GeographyType.algorithm"))
                     y = v
                 else:
                     pos = self.check(self.skip(pos, ft2, depth + 1, False))
+            name, required = _LOGICAL_REQUIRED[fid]
+            for fid2, (what, want) in enumerate(required, 1):
+                if not seen & ((<uint32_t>1) << fid2):
+                    self.check(self.err(E_MISSING, at, name, what, fid2, want))
             if fid == 5:
                 result = ("DECIMAL", x, y)
             elif fid == 7:
@@ -802,6 +923,8 @@ cdef class _Parser:
         return result
 
     cdef object parse_time_unit(self, Py_ssize_t* cur, int depth):
+        """The TimeUnit union: MILLIS (1), MICROS (2), NANOS (3), all structs (a known id of
+        another wire type is skipped); None when none is set."""
         cdef int ft = 0
         cdef int64_t fid = 0
         cdef Py_ssize_t pos = cur[0]
@@ -812,8 +935,9 @@ cdef class _Parser:
             pos = self.check(self.field(pos, &ft, &fid))
             if ft == CT_STOP:
                 break
+            if ft == CT_STRUCT or fid not in _TIME_UNITS:
+                unit = _TIME_UNITS.get(fid, f"UNIT{fid}")
             pos = self.check(self.skip(pos, ft, depth + 1, False))
-            unit = _TIME_UNITS.get(fid, f"UNIT{fid}")
         cur[0] = pos
         return unit
 
@@ -825,9 +949,12 @@ cdef class _Parser:
         cdef int64_t[:, ::1] g
         cdef int64_t[:, ::1] rs
         cdef int64_t[::1] so
+        cdef Py_ssize_t at = pos
+        pos = self.check(self.list_of(pos, ttype, CT_STRUCT, &size, &et, b"FileMetaData.row_groups", depth))
+        if size < 0:
+            return pos
         if self.R >= 0:
-            self.check(self.err(E_DUPLICATE, pos, b"FileMetaData.row_groups", NULL, 0, 0))
-        pos = self.check(self.list_of(pos, ttype, CT_STRUCT, &size, &et, b"FileMetaData.row_groups"))
+            self.check(self.err(E_DUPLICATE, at, b"FileMetaData.row_groups", NULL, 0, 0))
         self.R = size
         a_g = np.full((N_RG, size), -1, np.int64)
         a_rs = np.zeros((size, 2), np.int64)
@@ -908,10 +1035,17 @@ cdef class _Parser:
                 return -1
             if ft == CT_STOP:
                 break
-            if fid == 1:
-                pos = self.list_of(pos, ft, CT_STRUCT, &size, &et, b"RowGroup.columns")
+            if mistyped(RG_W, 8, fid, ft):
+                pos = self.skip(pos, ft, depth, False)
                 if pos < 0:
                     return -1
+                continue
+            if fid == 1:
+                pos = self.list_of(pos, ft, CT_STRUCT, &size, &et, b"RowGroup.columns", depth)
+                if pos < 0:
+                    return -1
+                if size < 0:
+                    continue
                 if self.C < 0:
                     with gil:
                         rc = self.alloc_chunks(size, hdr)
@@ -950,9 +1084,9 @@ cdef class _Parser:
             if 0 < fid < 32:
                 seen |= (<uint32_t>1) << fid
         if not seen & ((<uint32_t>1) << 1):
-            return self.err(E_MISSING, hdr, b"RowGroup", b"columns", 1, 0)
+            return self.err(E_MISSING, hdr, b"RowGroup", b"columns", 1, LIST_OF_STRUCT)
         if not seen & ((<uint32_t>1) << 3):
-            return self.err(E_MISSING, hdr, b"RowGroup", b"num_rows", 3, 0)
+            return self.err(E_MISSING, hdr, b"RowGroup", b"num_rows", 3, CT_I64)
         return pos
 
     cdef Py_ssize_t parse_sorting_columns(self, Py_ssize_t pos, int ttype, int depth) noexcept nogil:
@@ -961,13 +1095,17 @@ cdef class _Parser:
         cdef int64_t fid, v = 0
         cdef bint b = False
         cdef int32_t idx
+        cdef bint has_idx
         cdef uint8_t flags
-        pos = self.list_of(pos, ttype, CT_STRUCT, &size, &ft, b"RowGroup.sorting_columns")
-        if pos < 0 or self.reserve_sort(size):
+        pos = self.list_of(pos, ttype, CT_STRUCT, &size, &ft, b"RowGroup.sorting_columns", depth)
+        if pos < 0 or size < 0:
+            return pos
+        if self.reserve_sort(size):
             return -1
         for i in range(size):
             fid = 0
             idx = -1
+            has_idx = False
             flags = 0
             at = pos
             while True:
@@ -976,9 +1114,12 @@ cdef class _Parser:
                     return -1
                 if ft == CT_STOP:
                     break
-                if fid == 1:
+                if mistyped(SC_W, 4, fid, ft):
+                    pos = self.skip(pos, ft, depth + 1, False)
+                elif fid == 1:
                     pos = self.read_int(pos, ft, 32, &v, b"SortingColumn.column_idx")
                     idx = <int32_t>v
+                    has_idx = True
                 elif fid == 2:
                     if self.read_bool(pos, ft, &b, b"SortingColumn.descending"):
                         return -1
@@ -991,6 +1132,8 @@ cdef class _Parser:
                     pos = self.skip(pos, ft, depth + 1, False)
                 if pos < 0:
                     return -1
+            if not has_idx:
+                return self.err(E_MISSING, at, b"SortingColumn", b"column_idx", 1, CT_I32)
             if idx < 0:
                 return self.err(E_SORT_INDEX, at, NULL, NULL, 0, 0)
             self.sort_idx[self.nsort] = idx
@@ -1039,9 +1182,9 @@ cdef class _Parser:
                 return -1
             if ft == CT_STOP:
                 break
-            if fid == 3:
-                if ft != CT_STRUCT:
-                    return self.err(E_WRONG_TYPE, pos, b"ColumnChunk.meta_data", b"struct", ft, 0)
+            if mistyped(CC_W, 10, fid, ft):
+                pos = self.skip(pos, ft, depth, False)
+            elif fid == 3:
                 pos = self.parse_column_meta(pos, k, depth + 1)
                 has_meta = True
             elif fid == 1:
@@ -1069,7 +1212,7 @@ cdef class _Parser:
             if pos < 0:
                 return -1
         if not has_meta:
-            return self.err(E_MISSING, hdr, b"ColumnChunk", b"meta_data", 3, 0)
+            return self.err(E_MISSING, hdr, b"ColumnChunk", b"meta_data", 3, CT_STRUCT)
         # BYTE_RANGE_START: the dictionary page when the footer has one, else the first data page.
         v = I[F_DICT_PAGE * RC + k]
         rec.byte_range_start = <uint64_t>(v if v >= 0 else I[F_DATA_PAGE * RC + k])
@@ -1121,13 +1264,20 @@ cdef class _Parser:
             if ft == CT_STOP:
                 break
             at = pos
+            if mistyped(CMD_W, 16, fid, ft):
+                pos = self.skip(pos, ft, depth, False)
+                if pos < 0:
+                    return -1
+                continue
             if fid == 1:
                 pos = self.read_int(pos, ft, 32, &v, b"ColumnMetaData.type")
                 if pos >= 0 and (v < 0 or v > MAX_PHYSICAL_TYPE):
                     return self.err(E_PHYSICAL_TYPE, at, NULL, NULL, v, 0)
                 self.PT[k] = <uint8_t>v
             elif fid == 2:
-                pos = self.list_of(pos, ft, CT_I32, &size, &et, b"ColumnMetaData.encodings")
+                pos = self.list_of(pos, ft, CT_I32, &size, &et, b"ColumnMetaData.encodings", depth)
+                if pos >= 0 and size < 0:
+                    continue
                 for i in range(size if pos >= 0 else 0):
                     pos = self.read_int(pos, et, 32, &v, b"ColumnMetaData.encodings")
                     if pos < 0:
@@ -1139,7 +1289,10 @@ cdef class _Parser:
                 rec.encodings = enc_bits
                 self.E[k] = enc
             elif fid == 3:
-                pos = self.parse_path(pos, ft)
+                size = 0
+                pos = self.parse_path(pos, ft, depth, &size)
+                if pos >= 0 and size < 0:  # elements of another type: absent
+                    continue
             elif fid == 4:
                 pos = self.read_int(pos, ft, 32, &v, b"ColumnMetaData.codec")
                 if pos >= 0 and (v < 0 or v > MAX_CODEC):
@@ -1164,8 +1317,6 @@ cdef class _Parser:
                 pos = self.read_nonneg(pos, ft, 64, &v, b"ColumnMetaData.dictionary_page_offset")
                 I[F_DICT_PAGE * RC + k] = v
             elif fid == 12:
-                if ft != CT_STRUCT:
-                    return self.err(E_WRONG_TYPE, at, b"ColumnMetaData.statistics", b"struct", ft, 0)
                 I[F_STATS_POS * RC + k] = pos
                 pos = self.parse_statistics(pos, k, depth + 1)
             elif fid == 14:
@@ -1183,14 +1334,15 @@ cdef class _Parser:
         if (seen & 0x2FE) != 0x2FE:  # fields 1..7 and 9 are required
             for fid in range(1, 10):
                 if fid != 8 and not seen & ((<uint32_t>1) << fid):
-                    return self.err(E_MISSING, hdr, b"ColumnMetaData", META_REQUIRED[fid], fid, 0)
+                    return self.err(E_MISSING, hdr, b"ColumnMetaData", META_REQUIRED[fid], fid, META_WANT[fid])
         return pos
 
-    cdef Py_ssize_t parse_path(self, Py_ssize_t pos, int ttype) noexcept nogil:
+    cdef Py_ssize_t parse_path(self, Py_ssize_t pos, int ttype, int depth, Py_ssize_t* size) noexcept nogil:
         """path_in_schema: only validated and located here. Row group 0's spans are kept; a later
         row group whose path bytes equal row group 0's is skipped with one compare (identical
-        bytes decode identically); any other is recorded in `mism` for the wrapper to judge."""
-        cdef Py_ssize_t start = pos, size = 0, i, s = 0, n = 0
+        bytes decode identically); any other is recorded in `mism` for the wrapper to judge.
+        `size` is -1 for a list of non-binary elements (skipped: the field is absent)."""
+        cdef Py_ssize_t start = pos, i, s = 0, n = 0
         cdef Py_ssize_t c = self.c
         cdef int64_t ps, pl
         cdef int et = 0
@@ -1200,8 +1352,10 @@ cdef class _Parser:
             if (pl > 0 and ttype == CT_LIST and pl <= self.end - start
                     and memcmp(self.p + start, self.p + ps, pl) == 0):
                 return pos + pl
-        pos = self.list_of(pos, ttype, CT_BINARY, &size, &et, b"ColumnMetaData.path_in_schema")
-        for i in range(size):
+        pos = self.list_of(pos, ttype, CT_BINARY, size, &et, b"ColumnMetaData.path_in_schema", depth)
+        if pos < 0 or size[0] < 0:
+            return pos
+        for i in range(size[0]):
             if pos < 0:
                 return -1
             pos = self.binary(pos, CT_BINARY, &s, &n, b"path_in_schema element")
@@ -1247,7 +1401,9 @@ cdef class _Parser:
                 return -1
             if ft == CT_STOP:
                 break
-            if fid == 5 or fid == 6:  # max_value, min_value
+            if mistyped(ST_W, 10, fid, ft):
+                pos = self.skip(pos, ft, depth, False)
+            elif fid == 5 or fid == 6:  # max_value, min_value
                 pos = self.binary(pos, ft, &s, &n, b"Statistics.min_value/max_value")
                 j = 1 if fid == 5 else 0
                 span[S_START * 2 * RC + j] = s
@@ -1275,7 +1431,7 @@ cdef class _Parser:
                 pos = self.skip(pos, ft, depth, False)
             if pos < 0:
                 return -1
-        # An empty min/max counts as absent (implementation notes, "Statistics").
+        # An empty min/max counts as absent (docs/format.md#statistics).
         for j in range(2):
             if span[S_LEN * 2 * RC + j] > 0:
                 if j == 0:
@@ -1295,6 +1451,9 @@ RANGE_NAMES[:] = [b"bloom filter", b"column index", b"offset index"]
 cdef const char* META_REQUIRED[10]
 META_REQUIRED[:] = [NULL, b"type", b"encodings", b"path_in_schema", b"codec", b"num_values",
                     b"total_uncompressed_size", b"total_compressed_size", NULL, b"data_page_offset"]
+cdef int META_WANT[10]
+META_WANT[:] = [0, CT_I32, CT_LIST | CT_I32 << 4, CT_LIST | CT_BINARY << 4, CT_I32, CT_I64, CT_I64, CT_I64, 0,
+                CT_I64]
 
 
 cdef _Parser _new_parser(const uint8_t[::1] buf, int64_t base_offset):

@@ -362,10 +362,11 @@ def _bump_questdb_unused(meta: bytes, delta: int) -> bytes:
             continue
         kvs = T._Decoder(buf, start, None).value(T.T.LIST, 1, False)
         for kv in kvs.values:
-            if not isinstance(kv, T.Struct) or kv.get(1) != b"questdb" or not kv.get(2):
+            # A mistyped key or value is absent (Thrift's skip rule), never a bare TypeError.
+            if not isinstance(kv, T.Struct) or kv.typed(1, T.T.BINARY) != b"questdb" or not kv.typed(2, T.T.BINARY):
                 continue
             try:
-                doc = json.loads(kv.get(2))
+                doc = json.loads(kv.typed(2, T.T.BINARY))
             except ValueError:
                 return meta
             if not isinstance(doc, dict):

@@ -595,7 +595,8 @@ class _Compact:
         self.pos += n
 
     def union(self, name):
-        """Id of the one member set in a union whose members are all structs (their content skipped)."""
+        """Id of the one member set in a union whose members are all structs (their content skipped).
+        A member of another wire type cannot be one of them: skipped, as Thrift skips a mistyped field."""
         at = self.pos
         chosen, last = None, 0
         while True:
@@ -603,10 +604,11 @@ class _Compact:
             if t == _STOP:
                 break
             last = fid
+            if t != _STRUCT:
+                self.skip(t, 1)
+                continue
             if chosen is not None:
                 raise self.fail(f"{name} union has more than one member set", at)
-            if t != _STRUCT:
-                raise self.fail(f"{name} union member {fid} has compact type {t}, expected a struct", at)
             self.skip(_STRUCT, 1)
             chosen = fid
         if chosen is None:
@@ -617,12 +619,16 @@ class _Compact:
 # BloomFilterHeader field ids and the only union members Parquet defines.
 _F_NUM_BYTES, _F_ALGORITHM, _F_HASH, _F_COMPRESSION = 1, 2, 3, 4
 _BLOCK, _XXHASH, _UNCOMPRESSED = 1, 1, 1
+# Each field's wire type (parquet.thrift): one of another type is skipped and counts as absent.
+_WANT = {_F_NUM_BYTES: _I32, _F_ALGORITHM: _STRUCT, _F_HASH: _STRUCT, _F_COMPRESSION: _STRUCT}
+_TYPE_NAMES = ("stop", "bool", "bool", "byte", "i16", "i32", "i64", "double", "binary", "list", "set", "map",
+               "a union", "uuid")
 
 
 def _parse_header(buf, offset, base):
     """(num_bytes, header_length) of the header at buf[offset:]; messages add `base` to positions."""
     r = _Compact(buf, offset, base)
-    fields = {}
+    fields, mistyped = {}, {}
     last = 0
     names = {_F_ALGORITHM: "algorithm", _F_HASH: "hash", _F_COMPRESSION: "compression"}
     while True:
@@ -631,19 +637,23 @@ def _parse_header(buf, offset, base):
         if t == _STOP:
             break
         last = fid
-        if fid == _F_NUM_BYTES:
-            if t != _I32:
-                raise r.fail(f"numBytes (field 1) has compact type {t}, expected i32", at)
+        if fid in _WANT and t != _WANT[fid]:
+            mistyped[fid] = t
+            r.skip(t, 1)
+        elif fid == _F_NUM_BYTES:
             fields[fid] = r.zigzag(5)
         elif fid in names:
-            if t != _STRUCT:
-                raise r.fail(f"{names[fid]} (field {fid}) has compact type {t}, expected a union", at)
             fields[fid] = (r.union(names[fid]), at)
         else:
             r.skip(t, 1)  # a field added after this reader was written
     for fid, name in ((_F_NUM_BYTES, "numBytes"), *names.items()):
         if fid not in fields:
-            raise r.fail(f"required field {fid} ({name}) missing", offset)
+            why = ""
+            if fid in mistyped:
+                t = mistyped[fid]
+                why = (f": field {fid} has compact type {_TYPE_NAMES[t]}, "  # field() allows t <= _UUID only
+                       f"expected {_TYPE_NAMES[_WANT[fid]]}, and is skipped")
+            raise r.fail(f"required field {fid} ({name}) missing{why}", offset)
     for fid, want, what in ((_F_ALGORITHM, _BLOCK, "BLOCK"), (_F_HASH, _XXHASH, "XXHASH"),
                             (_F_COMPRESSION, _UNCOMPRESSED, "UNCOMPRESSED")):
         member, at = fields[fid]

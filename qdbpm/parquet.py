@@ -161,8 +161,9 @@ class ParquetFooter:
     sort_nulls_first (bool); `sorting_columns` gives them as lists of tuples.
 
     Chunks, (R, C): `chunks` (layout.CHUNK_DTYPE: codec, encodings, stat_flags, num_values,
-    byte_range_start, total_compressed, null_count, distinct_count filled per the implementation
-    notes; stat_sizes / min_stat / max_stat zero, for the `_pm` writer to place), `stats`
+    byte_range_start, total_compressed, null_count, distinct_count filled per
+    docs/format.md#generation-from-parquet; stat_sizes / min_stat / max_stat zero, for the `_pm`
+    writer to place), `stats`
     (ByteRefs (R, C, 2) of min_value / max_value inside `buffer`; empty = absent), `stat_legacy`
     (ByteRefs (R, C, 2) of the deprecated min / max, read on first use; an empty value stays
     present, length 0),
@@ -356,7 +357,7 @@ class ParquetFooter:
         out = []
         for i in sorted(keep):
             s = structs[i]
-            if s.get(5) is not None and s.get(5) > 0 or i == 0:
+            if s.typed(5, T.T.I32, 0) > 0 or i == 0:  # num_children (mistyped: absent, a leaf)
                 s.set(5, T.T.I32, children[i])
             out.append(s)
         return out

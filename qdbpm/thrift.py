@@ -85,9 +85,6 @@ class T:
     }
 
 
-_INT_TYPES = (T.BYTE, T.I16, T.I32, T.I64)
-
-
 class Struct:
     """A decoded Thrift struct: field id -> (type, value), in wire order.
 
@@ -107,6 +104,17 @@ class Struct:
     def get(self, fid: int, default=None):
         f = self.fields.get(fid)
         return default if f is None else f[1]
+
+    def typed(self, fid: int, ttype: int, default=None, *, elem: int | None = None):
+        """The value of field `fid` if it has wire type `ttype` (and, given `elem`, is a list whose
+        elements, if any, are of type `elem`), else `default`: Apache Thrift skips a known field id
+        that carries another wire type exactly as an unknown one, so a mistyped field is absent."""
+        f = self.fields.get(fid)
+        if f is None or f[0] != (T.BOOL if ttype == T.BOOL_FALSE else ttype):
+            return default
+        if elem is not None and f[1].values and f[1].elem_type != elem:
+            return default
+        return f[1]
 
     def type_of(self, fid: int) -> int | None:
         f = self.fields.get(fid)
@@ -655,7 +663,7 @@ def build_file_metadata(
     """
     rgs = [rg if isinstance(rg, Struct) else row_group_struct(rg) for rg in row_groups]
     if num_rows is None:
-        num_rows = sum(rg.get(RG_NUM_ROWS, 0) for rg in rgs)
+        num_rows = sum(rg.typed(RG_NUM_ROWS, T.I64, 0) for rg in rgs)
     meta = Struct()
     meta.set(FMD_VERSION, T.I32, version)
     elements = [el if isinstance(el, Struct) else schema_element_struct(el) for el in schema]
@@ -687,10 +695,10 @@ def frame_footer(meta: bytes) -> bytes:
 
 
 def _shift(s: Struct, fid: int, delta: int):
-    f = s.fields.get(fid)
+    v = s.typed(fid, T.I64)  # every offset is an i64; one of another wire type is absent
     # 0 means "not written" for every offset (real offsets are >= 4, after the leading PAR1).
-    if f is not None and isinstance(f[1], int) and f[1] > 0:
-        s.fields[fid] = (f[0], f[1] + delta)
+    if v is not None and v > 0:
+        s.fields[fid] = (T.I64, v + delta)
 
 
 def rebase_row_group(rg: Struct, delta: int) -> Struct:
@@ -698,14 +706,15 @@ def rebase_row_group(rg: Struct, delta: int) -> Struct:
 
     Rebased: RowGroup.file_offset; ColumnChunk.file_offset, offset_index_offset,
     column_index_offset; ColumnMetaData data/index/dictionary page offsets and bloom_filter_offset.
-    Offsets that are 0 (unset by convention) stay 0.
+    Offsets that are 0 (unset by convention) stay 0, and so do fields of another wire type than
+    parquet.thrift's (absent to a Thrift reader).
     """
     _shift(rg, RG_FILE_OFFSET, delta)
-    cols = rg.get(RG_COLUMNS)
+    cols = rg.typed(RG_COLUMNS, T.LIST, elem=T.STRUCT)
     for cc in cols.values if cols is not None else ():
         for fid in (CC_FILE_OFFSET, CC_OFFSET_INDEX_OFFSET, CC_COLUMN_INDEX_OFFSET):
             _shift(cc, fid, delta)
-        md = cc.get(CC_META_DATA)
+        md = cc.typed(CC_META_DATA, T.STRUCT)
         if md is not None:
             for fid in (CMD_DATA_PAGE_OFFSET, CMD_INDEX_PAGE_OFFSET, CMD_DICTIONARY_PAGE_OFFSET,
                         CMD_BLOOM_FILTER_OFFSET):
@@ -743,19 +752,22 @@ def append_row_groups(
     buf = memoryview(meta).cast("B")  # slices below are views: the old row groups are copied once
     if fields is None:
         fields = _top_fields(buf)
-    by_id = {f[0]: f for f in fields}
+    # Only fields of parquet.thrift's wire types count (a Thrift reader skips the others, which
+    # are then copied as they are): num_rows an i64, row_groups a list of structs.
+    by_id = {}
+    for f in fields:
+        if f[0] == FMD_NUM_ROWS and f[1] == T.I64:
+            by_id[f[0]] = f
+        elif f[0] == FMD_ROW_GROUPS and f[1] == T.LIST:
+            etype, count, elems = _read_list_header(buf, f[2])
+            if etype == T.STRUCT or not count:
+                by_id[f[0]] = f
+                old_count, rg_elems = count, elems
     if FMD_ROW_GROUPS not in by_id or FMD_NUM_ROWS not in by_id:
-        raise ParquetFormatError("corrupt Parquet footer: FileMetaData has no row_groups or num_rows")
-    _, rg_type, rg_start, rg_end = by_id[FMD_ROW_GROUPS]
-    if rg_type != T.LIST:
-        raise ParquetFormatError("corrupt Parquet footer: FileMetaData.row_groups is not a list")
-    etype, old_count, elems = _read_list_header(buf, rg_start)
-    if old_count and etype != T.STRUCT:
-        raise ParquetFormatError("corrupt Parquet footer: FileMetaData.row_groups is not a list of structs")
-    num_type, num_start, _ = by_id[FMD_NUM_ROWS][1:]
-    old_rows = _Decoder(buf, num_start, None).value(num_type, 0, False)
-    if num_type not in _INT_TYPES:
-        raise ParquetFormatError("corrupt Parquet footer: FileMetaData.num_rows is not an integer")
+        raise ParquetFormatError("corrupt Parquet footer: FileMetaData has no row_groups or num_rows "
+                                 "(a field of another Thrift type does not count)")
+    rg_end = by_id[FMD_ROW_GROUPS][3]
+    old_rows = _Decoder(buf, by_id[FMD_NUM_ROWS][2], None).value(T.I64, 0, False)
 
     encoded, new_rows = [], 0
     for i, rg in enumerate(new_row_groups):
@@ -765,26 +777,27 @@ def append_row_groups(
         else:
             s, _ = decode_struct(encode_struct(rg))  # a private copy to rebase
             rebase_row_group(s, offset_delta)
-            if renumber_ordinals and RG_ORDINAL in s:
+            if renumber_ordinals and s.typed(RG_ORDINAL, T.I16) is not None:
                 ordinal = old_count + i
                 if ordinal < 1 << 15:
                     s.set(RG_ORDINAL, T.I16, ordinal)
                 else:
                     s.pop(RG_ORDINAL)
             encoded.append(encode_struct(s))
-        new_rows += s.get(RG_NUM_ROWS, 0)
+        new_rows += s.typed(RG_NUM_ROWS, T.I64, 0)
 
     e = _Encoder()
     last = 0
-    for fid, ttype, start, stop in fields:
+    for f in fields:
+        fid, ttype, start, stop = f
         # A bool's value is its type nibble: kept as read, like every other field but these two.
-        e.field_header(fid, T.I64 if fid == FMD_NUM_ROWS else ttype, last)
+        e.field_header(fid, ttype, last)
         last = fid
-        if fid == FMD_NUM_ROWS:
+        if f == by_id[FMD_NUM_ROWS]:
             e.zigzag(old_rows + new_rows, 64)
-        elif fid == FMD_ROW_GROUPS:
+        elif f == by_id[FMD_ROW_GROUPS]:
             e.coll_header(old_count + len(encoded), T.STRUCT)
-            e.out += buf[elems:rg_end]
+            e.out += buf[rg_elems:rg_end]
             for rg in encoded:
                 e.out += rg
         else:
@@ -804,10 +817,12 @@ def append_footer(old_meta: bytes, new_meta: bytes, *, offset_delta: int,
     old_schema = None
     for fid, ttype, start, _stop in fields:
         if fid == FMD_SCHEMA and ttype == T.LIST:
-            old_schema = _Decoder(buf, start, None).value(T.LIST, 1, False)
-    if old_schema != new.get(FMD_SCHEMA):
+            lst = _Decoder(buf, start, None).value(T.LIST, 1, False)
+            if lst.elem_type == T.STRUCT or not lst.values:
+                old_schema = lst
+    if old_schema != new.typed(FMD_SCHEMA, T.LIST, elem=T.STRUCT):
         raise ValueError("cannot append: the new row groups have a different schema")
-    rgs = new.get(FMD_ROW_GROUPS)
+    rgs = new.typed(FMD_ROW_GROUPS, T.LIST, elem=T.STRUCT)
     return append_row_groups(buf, rgs.values if rgs is not None else [], offset_delta=offset_delta, fields=fields)
 
 

@@ -415,7 +415,7 @@ BAD_EDITS = {
     "sorting_column_index": (lambda s: s.get(4).values[0].set(4, T.T.LIST, T.TList(T.T.STRUCT, [
         T.Struct().set(1, T.T.I32, 7).set(2, T.T.BOOL, False).set(3, T.T.BOOL, False)])), "sorts by column 7"),
     "wrong_type": (lambda s: chunk_md(s).set(5, T.T.BINARY, b"x"), "num_values has Thrift type binary"),
-    "i32_range": (lambda s: chunk_md(s).set(4, T.T.I64, 1 << 40), "does not fit i32"),
+    "codec_as_i64": (lambda s: chunk_md(s).set(4, T.T.I64, 1 << 40), "no codec .* has Thrift type i64, expected i32"),
     "vector_repetition": (lambda s: s.get(2).values[1].set(3, T.T.I32, 3), "VECTOR repetition"),
 }
 
