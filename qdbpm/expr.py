@@ -6,13 +6,15 @@ matches only when the whole predicate is TRUE. `isin` never yields null: a null 
 None is among the values (so NOT IN is TRUE for nulls otherwise). Comparisons are exact: the
 stored value against the literal's exact value (2.5 between integers 2 and 3, a sub-unit
 timestamp between two ticks). BETWEEN with reversed bounds swaps them (as QuestDB's reference
-pruning does). NaN compares FALSE with everything except !=.
+pruning does). NaN compares FALSE with everything except !=. TRUE / FALSE compare only with a
+BOOLEAN column (a bare column `flag` means `flag = TRUE`); a BOOLEAN column compares with a number
+as 0 / 1. Column names: see `Names`.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from .errors import PredicateError
 
@@ -45,9 +47,15 @@ class Expr:
         raise TypeError("a qdbpm predicate has no truth value; combine predicates with &, | and ~")
 
     def columns(self) -> set:
+        """Column names as written (see `resolve` for the schema's names)."""
         out = set()
         _collect_columns(self, out)
         return out
+
+    def resolve(self, names) -> Expr:
+        """This predicate with every column name replaced by the one of `names` (a schema's
+        column names, or a `Names`) it refers to, matched exactly from then on."""
+        return _resolve(self, names if isinstance(names, Names) else Names(names))
 
 
 def _flat(cls, a, b):
@@ -63,6 +71,13 @@ def _as_expr(x):
     raise TypeError(f"cannot combine a predicate with {type(x).__name__}")
 
 
+# Every leaf carries `exact`: True for a name matched as written (a double-quoted SQL identifier,
+# or any `col()` name), False for an unquoted SQL identifier (see `Names`). It is not part of
+# equality or hashing, so `parse("a = 1") == (col("a") == 1)`; prune.bind keys its cache on it.
+def _exact_name():
+    return field(default=True, compare=False)
+
+
 @dataclass(frozen=True, eq=True)
 class Literal(Expr):
     """TRUE or FALSE."""
@@ -75,6 +90,7 @@ class Cmp(Expr):
     column: str
     op: str
     value: object
+    exact: bool = _exact_name()
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -88,6 +104,7 @@ class Between(Expr):
     column: str
     lo: object
     hi: object
+    exact: bool = _exact_name()
 
     def __post_init__(self):
         if self.lo is None or self.hi is None:
@@ -98,16 +115,19 @@ class Between(Expr):
 class In(Expr):
     column: str
     values: tuple
+    exact: bool = _exact_name()
 
 
 @dataclass(frozen=True)
 class IsNull(Expr):
     column: str
+    exact: bool = _exact_name()
 
 
 @dataclass(frozen=True)
 class IsNotNull(Expr):
     column: str
+    exact: bool = _exact_name()
 
 
 @dataclass(frozen=True)
@@ -126,7 +146,8 @@ class Not(Expr):
 
 
 class Col:
-    """`col("px") > 5` and friends. Comparisons build Cmp nodes."""
+    """`col("px") > 5` and friends. Comparisons build Cmp nodes. The name is exact: it matches
+    only the column spelled exactly so (as a double-quoted SQL identifier does)."""
 
     __slots__ = ("name",)
 
@@ -172,6 +193,7 @@ class Col:
 
 
 def col(name: str) -> Col:
+    """A column by its exact name, case included (`parse` matches unquoted names case-insensitively)."""
     return Col(name)
 
 
@@ -185,6 +207,63 @@ def _collect_columns(e, out):
         out.add(e.column)
 
 
+# --- column names ---------------------------------------------------------------------------
+
+
+class Names:
+    """Column lookup by SQL identifier rules, the one home of them: pruning binds through it
+    (stats.Schema.column), the exact filter too (filter._field_ref), and `Expr.resolve`.
+
+    An exact name (double-quoted in SQL, or given to `col`) matches only itself. An unquoted SQL
+    name matches itself when present, else the one column equal to it case-insensitively;
+    several such columns are an error naming them. The first of duplicated names wins."""
+
+    __slots__ = ("names", "_exact", "_folded")
+
+    def __init__(self, names):
+        self.names = list(names)
+        self._exact = {n: i for i, n in reversed(list(enumerate(self.names)))}
+        self._folded = None  # lower-cased name -> [distinct names], built on first need
+
+    def _matches(self, name) -> list:
+        if self._folded is None:
+            folded = {}
+            for n in self._exact:
+                folded.setdefault(n.lower(), []).append(n)
+            self._folded = folded
+        return sorted(self._folded.get(name.lower(), ()))
+
+    def find(self, name, exact=True):
+        """Position of the column `name` refers to, None when there is none."""
+        i = self._exact.get(name)
+        if i is not None or exact:
+            return i
+        hits = self._matches(name)
+        if len(hits) > 1:
+            shown = ", ".join(f'"{h}"' for h in hits)
+            raise PredicateError(f"column name {name} is ambiguous: it matches {shown} case-insensitively; "
+                                 f"double-quote the one meant")
+        return self._exact[hits[0]] if hits else None
+
+    def index(self, name, exact=True) -> int:
+        i = self.find(name, exact)
+        if i is None:
+            near = self._matches(name) if exact else []
+            hint = f" (a quoted or col() name matches exactly: did you mean {near[0]!r}?)" if near else ""
+            raise PredicateError(f"no column {name!r}{hint}; columns: {self.names}")
+        return i
+
+
+def _resolve(e, names):
+    if isinstance(e, (And, Or)):
+        return type(e)(tuple(_resolve(c, names) for c in e.children))
+    if isinstance(e, Not):
+        return Not(_resolve(e.child, names))
+    if isinstance(e, Literal):
+        return e
+    return replace(e, column=names.names[names.index(e.column, e.exact)], exact=True)
+
+
 # --- negation normal form -------------------------------------------------------------------
 
 
@@ -196,6 +275,7 @@ class NotCmp(Expr):
     column: str
     op: str
     value: object
+    exact: bool = _exact_name()
 
 
 @dataclass(frozen=True)
@@ -203,6 +283,7 @@ class NotBetween(Expr):
     column: str
     lo: object
     hi: object
+    exact: bool = _exact_name()
 
 
 @dataclass(frozen=True)
@@ -211,6 +292,7 @@ class NotIn(Expr):
 
     column: str
     values: tuple
+    exact: bool = _exact_name()
 
 
 def nnf(e: Expr, negate: bool = False) -> Expr:
@@ -228,21 +310,21 @@ def nnf(e: Expr, negate: bool = False) -> Expr:
     if isinstance(e, Literal):
         return Literal(not e.value)
     if isinstance(e, Cmp):
-        return NotCmp(e.column, e.op, e.value)
+        return NotCmp(e.column, e.op, e.value, e.exact)
     if isinstance(e, NotCmp):
-        return Cmp(e.column, e.op, e.value)
+        return Cmp(e.column, e.op, e.value, e.exact)
     if isinstance(e, Between):
-        return NotBetween(e.column, e.lo, e.hi)
+        return NotBetween(e.column, e.lo, e.hi, e.exact)
     if isinstance(e, NotBetween):
-        return Between(e.column, e.lo, e.hi)
+        return Between(e.column, e.lo, e.hi, e.exact)
     if isinstance(e, In):
-        return NotIn(e.column, e.values)
+        return NotIn(e.column, e.values, e.exact)
     if isinstance(e, NotIn):
-        return In(e.column, e.values)
+        return In(e.column, e.values, e.exact)
     if isinstance(e, IsNull):
-        return IsNotNull(e.column)
+        return IsNotNull(e.column, e.exact)
     if isinstance(e, IsNotNull):
-        return IsNull(e.column)
+        return IsNull(e.column, e.exact)
     raise TypeError(f"not a predicate: {e!r}")
 
 
@@ -343,6 +425,7 @@ class _Parser:
         if self.accept("kw", "FALSE"):
             return Literal(False)
         t = self.next()
+        exact = t[0] == "qid"  # an unquoted name matches case-insensitively (Names)
         if t[0] == "word":
             name = t[1]
         elif t[0] == "qid":
@@ -351,14 +434,22 @@ class _Parser:
             raise ParseError(f"expected a column name at character {t[2]} of {self.text!r}, found {t[1]!r}")
         if self.accept("kw", "IS"):
             neg = self.accept("kw", "NOT") is not None
-            self.expect("kw", "NULL")
-            return IsNotNull(name) if neg else IsNull(name)
+            t = self.next()
+            if t[:2] == ("kw", "NULL"):
+                return IsNotNull(name, exact) if neg else IsNull(name, exact)
+            if t[0] == "kw" and t[1] in ("TRUE", "FALSE"):
+                # IS TRUE / IS FALSE are never null: exactly IN's rule (a null matches only a
+                # listed None), so IS NOT TRUE is TRUE for null as SQL says.
+                e = In(name, (t[1] == "TRUE",), exact)
+                return Not(e) if neg else e
+            raise ParseError(f"expected NULL, TRUE or FALSE after IS at character {t[2]} of {self.text!r}, "
+                             f"found {t[1]!r}")
         neg = self.accept("kw", "NOT") is not None
         if self.accept("kw", "BETWEEN"):
             lo = self.literal()
             self.expect("kw", "AND")
             hi = self.literal()
-            e = Between(name, lo, hi)
+            e = Between(name, lo, hi, exact)
             return Not(e) if neg else e
         if self.accept("kw", "IN"):
             self.expect("op", "(")
@@ -366,16 +457,22 @@ class _Parser:
             while self.accept("op", ","):
                 vals.append(self.literal(allow_null=True))
             self.expect("op", ")")
-            e = In(name, tuple(vals))
+            e = In(name, tuple(vals), exact)
             return Not(e) if neg else e
         if neg:
             t = self.peek()
             raise ParseError(f"expected BETWEEN or IN after NOT at character {t[2]} of {self.text!r}")
+        t = self.peek()
+        if t[0] == "end" or t[:2] in (("kw", "AND"), ("kw", "OR"), ("op", ")")):
+            # A bare column is a condition: `flag` is `flag = TRUE` (binding refuses a column
+            # that is not BOOLEAN), so NOT flag is FALSE, not TRUE, for a null flag.
+            return Cmp(name, "==", True, exact)
         t = self.next()
         if t[0] != "op" or t[1] not in ("=", "==", "!=", "<>", "<", "<=", ">", ">="):
-            raise ParseError(f"expected a comparison after {name!r} at character {t[2]} of {self.text!r}, found {t[1]!r}")
+            raise ParseError(f"expected a comparison, IS, IN, BETWEEN, AND, OR or ')' after {name!r} "
+                             f"at character {t[2]} of {self.text!r}, found {t[1]!r}")
         op = {"=": "==", "<>": "!="}.get(t[1], t[1])
-        return Cmp(name, op, self.literal())
+        return Cmp(name, op, self.literal(), exact)
 
     def literal(self, allow_null=False):
         t = self.next()
@@ -411,7 +508,11 @@ def _parse_ts(s):
 
 
 def parse(text: str) -> Expr:
-    """Parse a SQL WHERE clause: comparisons, BETWEEN, IN, IS [NOT] NULL, AND, OR, NOT, ()."""
+    """Parse a SQL WHERE clause: comparisons, BETWEEN, IN, IS [NOT] NULL, AND, OR, NOT, (), a bare
+    BOOLEAN column (`flag` is `flag = TRUE`) and column IS [NOT] TRUE / FALSE.
+
+    Identifiers follow SQL: an unquoted name matches a column case-insensitively when it matches
+    one (an exact-case match wins; several matches are an error), a "double-quoted" one exactly."""
     if not isinstance(text, str) or not text.strip():
         raise ParseError("empty WHERE clause")
     return _Parser(text).parse()

@@ -12,6 +12,7 @@ import math
 import uuid
 from fractions import Fraction
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,23 +32,25 @@ class _Col:
         self.name, self.unit, self.type_code, self.physical_type = name, unit, -1, 0
 
 
-def _field_ref(name, schema):
-    if name in schema.names:
-        return pc.field(name), schema.field(name).type
-    parts = name.split(".")
-    t = schema
-    for p in parts:
-        if isinstance(t, pa.Schema):
-            if p not in t.names:
-                break
-            t = t.field(p).type
-        elif pa.types.is_struct(t) and t.get_field_index(p) >= 0:
-            t = t.field(p).type
-        else:
+def _field_ref(name, schema, exact=True):
+    """(field reference, Arrow type) of the column `name` refers to, by expr.Names' rules (the
+    same as pruning's), else of a struct field path "a.b" whose every part follows them."""
+    names = E.Names(schema.names)
+    i = names.find(name, exact)
+    if i is not None:
+        return pc.field(schema.names[i]), schema.field(i).type
+    parts, path, t = name.split("."), [], schema
+    for p in parts if len(parts) > 1 else ():
+        fields = list(t) if isinstance(t, pa.Schema) or pa.types.is_struct(t) else []
+        k = E.Names([f.name for f in fields]).find(p, exact)
+        if k is None:
             break
+        path.append(fields[k].name)
+        t = fields[k].type
     else:
-        return pc.field(*parts), t
-    raise PredicateError(f"no column {name!r}; columns: {schema.names}")
+        if path:
+            return pc.field(*path), t
+    return names.index(name, exact)  # raises: no such column
 
 
 def _int_range(t):
@@ -152,26 +155,30 @@ def _scalar_factory(t):
     return lambda k: pa.scalar(k, t)
 
 
-def _leaf_cmp(name, op, value, schema):
-    ref, t = _field_ref(name, schema)
+def _leaf_cmp(name, op, value, schema, exact=True):
+    ref, t = _field_ref(name, schema, exact)
     if isinstance(t, pa.BaseExtensionType):
         ref, t = ref.cast(t.storage_type), t.storage_type
         if isinstance(value, uuid.UUID):
             value = value.bytes
     if pa.types.is_dictionary(t):
         ref, t = ref.cast(t.value_type), t.value_type
+    if pa.types.is_boolean(t):
+        if isinstance(value, (bool, np.bool_)):
+            return _apply(ref, op, pa.scalar(bool(value)))
+        # A number compares with FALSE / TRUE as 0 / 1 (as pruning does, and DuckDB).
+        i8 = pa.int8()
+        return _int_cmp(ref.cast(i8), i8, op, _exact(value, i8, name), _scalar_factory(i8))
+    if isinstance(value, (bool, np.bool_)):
+        from .prune import not_boolean
+
+        raise not_boolean(name, str(t))
     if (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)
             or pa.types.is_time(t) or pa.types.is_duration(t)):
-        if isinstance(value, bool) and not pa.types.is_integer(t):
-            raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})")
         return _int_cmp(ref, t, op, _exact(value, t, name), _scalar_factory(t))
     if pa.types.is_floating(t):
         q = _exact(value, t, name)
         return _apply(ref, op, pa.scalar(float(q), pa.float64()))
-    if pa.types.is_boolean(t):
-        if not isinstance(value, (bool, int)):
-            raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})")
-        return _apply(ref, op, pa.scalar(bool(value)))
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         if isinstance(value, bytes):
             ref = ref.cast(pa.large_binary())
@@ -214,24 +221,24 @@ def to_arrow(e: E.Expr, schema: pa.Schema) -> pc.Expression:
     if isinstance(e, E.Literal):
         return pc.scalar(bool(e.value))
     if isinstance(e, E.IsNull):
-        return pc.is_null(_field_ref(e.column, schema)[0], nan_is_null=False)
+        return pc.is_null(_field_ref(e.column, schema, e.exact)[0], nan_is_null=False)
     if isinstance(e, E.IsNotNull):
-        return pc.is_valid(_field_ref(e.column, schema)[0])
+        return pc.is_valid(_field_ref(e.column, schema, e.exact)[0])
     if isinstance(e, E.Cmp):
-        return _leaf_cmp(e.column, e.op, e.value, schema)
+        return _leaf_cmp(e.column, e.op, e.value, schema, e.exact)
     if isinstance(e, E.Between):
         lo, hi = e.lo, e.hi
-        if _ordered_key(e.column, lo, schema) > _ordered_key(e.column, hi, schema):
+        if _ordered_key(e.column, lo, schema, e.exact) > _ordered_key(e.column, hi, schema, e.exact):
             lo, hi = hi, lo  # reversed bounds are swapped, as pruning does
-        return _leaf_cmp(e.column, ">=", lo, schema) & _leaf_cmp(e.column, "<=", hi, schema)
+        return _leaf_cmp(e.column, ">=", lo, schema, e.exact) & _leaf_cmp(e.column, "<=", hi, schema, e.exact)
     if isinstance(e, E.In):
         vals = [v for v in e.values if v is not None]
         out = None
         for v in vals:
-            term = _leaf_cmp(e.column, "==", v, schema)
+            term = _leaf_cmp(e.column, "==", v, schema, e.exact)
             out = term if out is None else (out | term)
         # IN never yields null (pyarrow MATCH): null rows match only when None is listed.
-        ref = _field_ref(e.column, schema)[0]
+        ref = _field_ref(e.column, schema, e.exact)[0]
         out = pc.scalar(False) if out is None else pc.if_else(pc.is_valid(ref), out, pa.scalar(False))
         if len(vals) != len(e.values):
             out = out | pc.is_null(ref, nan_is_null=False)
@@ -239,9 +246,11 @@ def to_arrow(e: E.Expr, schema: pa.Schema) -> pc.Expression:
     raise PredicateError(f"not a predicate: {e!r}")
 
 
-def _ordered_key(name, value, schema):
+def _ordered_key(name, value, schema, exact=True):
     """The literal in the column's own order, to decide whether BETWEEN bounds are reversed."""
-    _, t = _field_ref(name, schema)
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)  # FALSE < TRUE (a non-BOOLEAN column refuses it in _leaf_cmp)
+    _, t = _field_ref(name, schema, exact)
     if isinstance(t, pa.BaseExtensionType):
         t = t.storage_type
     if pa.types.is_dictionary(t):

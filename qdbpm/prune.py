@@ -77,6 +77,8 @@ def _number(ct, value) -> Fraction | float:
     """An exact numeric literal; float NaN / inf are returned as floats."""
     if isinstance(value, (bool, np.bool_)):
         return Fraction(int(value))
+    if isinstance(value, (np.timedelta64, np.datetime64)):
+        raise _bad(ct, value)  # np.timedelta64 is an np.integer, but its number is not the column's
     if isinstance(value, (int, np.integer)):
         return Fraction(int(value))
     if isinstance(value, (float, np.floating)):
@@ -109,9 +111,16 @@ def _parse_number(ct, s):
         raise _bad(ct, s, ": not a number") from None
 
 
+def not_boolean(name, type_name):
+    return PredicateError(f"column {name!r} is {type_name}, not BOOLEAN: only a BOOLEAN column stands alone as a "
+                          f"condition, takes IS [NOT] TRUE / FALSE or compares with TRUE / FALSE")
+
+
 def literal(ct: ColumnType, value):
     """The literal in the column's comparison domain: Fraction / float for numbers, bytes, int."""
     kind = ct.kind
+    if isinstance(value, (bool, np.bool_)) and ct.physical_type != L.PT_BOOLEAN:
+        raise not_boolean(ct.name, f"{L.qdb_type_name(ct.type_code)} on {L.PHYSICAL_TYPE_NAMES[ct.physical_type]}")
     if kind in (KIND_INT, KIND_UINT, KIND_ANYSIGN):
         if ct.unit is not None:
             return _datetime_units(ct, value)
@@ -273,7 +282,8 @@ def _hash_for_bloom(ct: ColumnType, v):
                 raw = struct.pack("<d", f)
         elif pt == L.PT_FIXED_LEN_BYTE_ARRAY:
             if ct.kind == KIND_BIGDEC:
-                if v.denominator != 1:
+                # wider than any decimal a writer makes (a hostile width would cost its size in memory)
+                if v.denominator != 1 or ct.fixed_byte_len > 64:
                     return None
                 raw = int(v).to_bytes(ct.fixed_byte_len, "big", signed=True)
             else:
@@ -284,13 +294,13 @@ def _hash_for_bloom(ct: ColumnType, v):
             raw = v
         else:
             return None  # BOOLEAN, INT96, BYTE_ARRAY decimals (width not fixed by the type)
-    except (struct.error, OverflowError):
+    except (struct.error, OverflowError, ValueError):
         return None
     return xxh64(raw)
 
 
 def _bind_leaf(e, schema):
-    ct = schema.column(e.column)
+    ct = schema.column(e.column, e.exact)
     if ct.repeated:
         raise PredicateError(f"column {ct.name!r} is a repeated (list) leaf; qdbpm predicates take flat columns")
     if isinstance(e, E.IsNull):
@@ -377,6 +387,8 @@ def _literal_types(e, sig):
     if t not in _NODES:
         return None
     fields = _NODES[t]
+    if t is not E.Literal:
+        sig.append(e.exact)  # not part of the node's equality, but it changes the binding
     values = e.values if fields is None else tuple(getattr(e, f) for f in fields)
     if fields is None:
         if type(values) is not tuple:
@@ -429,10 +441,19 @@ def evaluate(b, n_rows: int, stats, blooms=None) -> np.ndarray:
         return _evaluate(b, n_rows, stats, blooms)
     # A typeless integer column is signed or unsigned, the same for the whole predicate: evaluate
     # it under each joint reading and keep a row group any reading keeps. Leaf by leaf ORing
-    # would let `x >= 0 AND x <= 0` pass on 2^63 (>= 0 unsigned, <= 0 signed).
+    # would let `x >= 0 AND x <= 0` pass on 2^63 (>= 0 unsigned, <= 0 signed). A reading under
+    # which a row group's min > max is not its writer's order, so it adds nothing for that row
+    # group (decided per row group: a Table pass concatenates files of either order).
     out = np.zeros(n_rows, bool)
     for mask in range(1 << len(anysign)):
         unsigned = {c for k, c in enumerate(anysign) if mask >> k & 1}
+        possible = np.ones(n_rows, bool)
+        for c in anysign:
+            s = stats(c)
+            lo, hi = (s.ulo, s.uhi) if c in unsigned else (s.lo, s.hi)
+            possible &= ~(s.has_lo & s.has_hi) | (lo <= hi)
+        if not possible.any():
+            continue
         cache = {}
 
         def fixed(col, unsigned=unsigned, cache=cache):
@@ -443,7 +464,7 @@ def evaluate(b, n_rows: int, stats, blooms=None) -> np.ndarray:
                 cache[col] = _one_reading(st, col in unsigned)
             return cache[col]
 
-        out |= _evaluate(b, n_rows, fixed, blooms)
+        out |= _evaluate(b, n_rows, fixed, blooms) & possible
         if out.all():
             break
     return out
@@ -644,9 +665,9 @@ def _bloom_mask(b: Leaf, blooms, n) -> np.ndarray:
 
 
 def timestamp_find(mins: np.ndarray, maxs: np.ndarray, ts: int, num_rows=None) -> int:
-    """The notes' encoding over row groups sorted by timestamp: 2*rg+1 when ts is before row group
-    rg (in the gap before it), 2*(rg+1) when inside it, 2*count+1 after the last one. Empty row
-    groups (num_rows == 0) are skipped."""
+    """docs/format.md#timestamp-lookup over row groups sorted by timestamp: 2*rg+1 when ts is
+    before row group rg (in the gap before it), 2*(rg+1) when inside it, 2*count+1 after the
+    last one. Empty row groups (num_rows == 0) are skipped."""
     count = len(mins)
     live = np.ones(count, bool) if num_rows is None else np.asarray(num_rows) > 0
     idx = np.nonzero(live)[0]

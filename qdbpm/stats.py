@@ -127,8 +127,7 @@ class Schema:
         self.types = types
         names = names if names is not None else [t.name for t in types]
         self._names = names
-        # First occurrence of a duplicated name wins.
-        self._by_name = {n: i for i, n in reversed(list(enumerate(names)))}
+        self._lookup = None  # expr.Names, built on first lookup
         self._key = None
         self._hash = None
         self.bound = {}  # prune.bind's cache: (expr, literal types) -> bound predicate
@@ -146,14 +145,13 @@ class Schema:
             _SCHEMAS[key] = sch
         return sch
 
-    def column(self, name) -> ColumnType:
-        from .errors import PredicateError
+    def column(self, name, exact=True) -> ColumnType:
+        """The column `name` refers to, by expr.Names' rules (exact=False: an unquoted SQL name)."""
+        if self._lookup is None:
+            from .expr import Names
 
-        try:
-            i = self._by_name[name]
-        except KeyError:
-            raise PredicateError(f"no column {name!r}; columns: {list(self._names)}") from None
-        return self.types[i]
+            self._lookup = Names(self._names)
+        return self.types[self._lookup.index(name, exact)]
 
     def key(self):
         if self._key is None:
