@@ -110,6 +110,22 @@ def _cat(fs, path, start, end):
                            "its _pm snapshot says, missing, or unreadable") from e
 
 
+def fetch_footer(fs, path, pm) -> memoryview:
+    """The Thrift FileMetaData of the pinned snapshot's Parquet footer, in one request of
+    [footer offset, Parquet size) (both from `_pm`): the footer, its length and the PAR1 magic,
+    which must say what `_pm` does (else the object was replaced: StorageError)."""
+    start, n, end = pm.parquet_footer_offset, pm.parquet_footer_length, pm.parquet_size
+    blob = _cat(fs, path, start, end)
+    if len(blob) != end - start:
+        raise StorageError(f"{path}: asked for the footer bytes [{start}, {end}) and got {len(blob)}; the object "
+                           "is shorter than its _pm snapshot says (truncated or replaced)")
+    tail = bytes(blob[-L.PARQUET_TAIL:])
+    if tail[4:] != b"PAR1" or int.from_bytes(tail[:4], "little") != n:
+        raise StorageError(f"{path}: bytes [{end - L.PARQUET_TAIL}, {end}) are {tail!r}, not the footer length {n} "
+                           "and PAR1 its _pm snapshot describes (the object was replaced)")
+    return memoryview(blob)[:n]
+
+
 def fetch(fs, path, ranges, *, max_workers=8, max_inflight=DEFAULT_MAX_INFLIGHT) -> dict:
     """Fetch the ranges concurrently: {(row_group, column): bytes of the chunk}.
 

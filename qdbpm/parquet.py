@@ -344,7 +344,7 @@ class ParquetFooter:
         if leaf_indices is None:
             return structs
         keep = {0}
-        parent = self._parents()
+        parent = self.parents()
         for li in leaf_indices:
             i = self.leaves[li].schema_index
             while i not in keep:
@@ -362,7 +362,7 @@ class ParquetFooter:
             out.append(s)
         return out
 
-    def _parents(self) -> list[int]:
+    def parents(self) -> list[int]:
         parent = [-1] * len(self.schema)
         stack = [[self.schema[0].num_children or 0, 0]]
         for i in range(1, len(self.schema)):

@@ -1,9 +1,15 @@
-"""`read_table`: prune with `_pm`, fetch only the surviving chunks' byte ranges, decode them with a
-Parquet footer synthesised from `_pm` alone, then filter rows exactly.
+"""`read_table`: prune with `_pm`, fetch only the surviving chunks' byte ranges, decode them behind
+a synthesised Parquet footer, then filter rows exactly.
 
-The original Parquet footer is never read. What the footer would add beyond `_pm` (an embedded
-Arrow schema: time zones other than UTC, unsigned 8/16-bit widths, large_string...) is what a
-caller passes as `schema=` to get those exact Arrow types back.
+The result is what `pyarrow.dataset` reads from the same files: values, types, nullability and
+field order. The synthesised footer carries the original file's SchemaElements and ARROW:schema
+(`read_schema.ColumnSchemas`), so pyarrow itself produces the types (uint64, naive timestamps,
+string_view, ...). The original footer is read once per distinct `_pm` column schema, in one
+range request of [footer offset, Parquet size): both come from `_pm`, never from a listing.
+
+`footer=False` is strict footer-less mode: no footer byte is read, types come from `_pm` alone
+(see read_table's docstring for which differ from pyarrow's), and a column whose values `_pm`
+cannot give exactly is refused with a PmError rather than returned different.
 """
 
 from __future__ import annotations
@@ -14,66 +20,29 @@ import pyarrow.parquet as pq
 
 from . import layout as L
 from . import thrift as T
-from .errors import PmError, StorageError
+from .errors import ParquetFormatError, PmError, StorageError
 from .expr import parse
 from .filter import filter_table
-from .io import DEFAULT_MAX_GAP, fetch, plan
+from .io import DEFAULT_MAX_GAP, fetch, fetch_footer, plan
+from .parquet import parse_footer
+from .read_schema import schema_element  # noqa: F401  (moved; still importable from here)
+from .read_schema import ColumnSchemas, schema_key, strict_refusal
 from .table import open_table
 
 # ENCODINGS bit -> Parquet Encoding enum value; RLE (3) carries the levels of every data page.
 _BIT_TO_ENCODING = {L.ENC_PLAIN: 0, L.ENC_RLE_DICTIONARY: 8, L.ENC_DELTA_BINARY_PACKED: 5,
                     L.ENC_DELTA_LENGTH_BYTE_ARRAY: 6, L.ENC_DELTA_BYTE_ARRAY: 7, L.ENC_BYTE_STREAM_SPLIT: 9}
-CT_UTF8, CT_DECIMAL = 0, 5
-
-
-def schema_element(pm, c) -> T.SchemaElement:
-    """The Parquet SchemaElement of a flat `_pm` column, from its descriptor and QuestDB type."""
-    d = pm.columns[c]
-    name = pm.column_names[c]
-    if int(d["max_rep_level"]) > 0 or int(d["max_def_level"]) > 1:
-        raise PmError(f"column {name!r} is nested (levels rep={int(d['max_rep_level'])}, def="
-                      f"{int(d['max_def_level'])}); its tree is not in _pm, so it cannot be decoded without "
-                      "the Parquet footer")
-    pt, tc = int(d["physical_type"]), int(d["type"])
-    tag = L.qdb_type_tag(tc)
-    rep = L.REPETITION_REQUIRED if int(d["max_def_level"]) == 0 else L.REPETITION_OPTIONAL
-    lt = ct = scale = precision = None
-    if L.QDB_DECIMAL8 <= tag <= L.QDB_DECIMAL256:
-        precision = (tc >> L.QDB_DECIMAL_PRECISION_SHIFT) & 0x3FF
-        scale = (tc >> L.QDB_DECIMAL_SCALE_SHIFT) & 0x3F
-        lt, ct = ("DECIMAL", scale, precision), CT_DECIMAL
-    elif tag == L.QDB_BYTE and pt == L.PT_INT32:
-        lt = ("INTEGER", 8, True)
-    elif tag == L.QDB_SHORT and pt == L.PT_INT32:
-        lt = ("INTEGER", 16, True)
-    elif tag == L.QDB_IPV4 and pt == L.PT_INT32:
-        lt = ("INTEGER", 32, False)
-    elif tag == L.QDB_DATE and pt == L.PT_INT32:
-        lt = ("DATE",)
-    elif tag == L.QDB_DATE and pt == L.PT_INT64:
-        lt = ("TIMESTAMP", "MILLIS", True)
-    elif tag == L.QDB_TIMESTAMP and pt == L.PT_INT64:
-        lt = ("TIMESTAMP", "NANOS" if tc & L.QDB_FLAG_TIMESTAMP_NANOS else "MICROS", True)
-    elif tag in (L.QDB_STRING, L.QDB_SYMBOL, L.QDB_VARCHAR) and pt == L.PT_BYTE_ARRAY:
-        lt, ct = ("STRING",), CT_UTF8
-    elif tag == L.QDB_UUID and pt == L.PT_FIXED_LEN_BYTE_ARRAY and int(d["fixed_byte_len"]) == 16:
-        lt = ("UUID",)
-    return T.SchemaElement(
-        name=name, type=pt, repetition_type=rep,
-        type_length=int(d["fixed_byte_len"]) if pt == L.PT_FIXED_LEN_BYTE_ARRAY else None,
-        converted_type=ct, scale=scale, precision=precision,
-        field_id=int(d["id"]) if int(d["id"]) >= 0 else None, logical_type=lt,
-    )
 
 
 def _encodings(bits: int) -> list:
     return [3] + [e for b, e in _BIT_TO_ENCODING.items() if bits & b]
 
 
-def decode_chunks(pm, row_groups, columns, blobs) -> pa.Table:
+def decode_chunks(pm, row_groups, columns, blobs, schemas=None) -> pa.Table:
     """Decode fetched chunks (row_groups x columns, all present in `blobs`) into one Arrow table
-    by wrapping them in a Parquet file whose footer is built from `_pm` alone."""
-    schema = [T.SchemaElement(name="schema", num_children=len(columns))] + [schema_element(pm, c) for c in columns]
+    by wrapping them in a Parquet file whose footer carries `schemas` (a ColumnSchemas; default:
+    from `_pm` alone) and the chunk layout from `_pm`."""
+    schemas = schemas or ColumnSchemas.from_pm(pm)
     parts, pos = [b"PAR1"], 4
     rgs = []
     for r in row_groups:
@@ -89,7 +58,7 @@ def decode_chunks(pm, row_groups, columns, blobs) -> pa.Table:
             parts.append(blob)
             pos += len(blob)
         rgs.append(T.RowGroupSpec(columns=specs, num_rows=int(pm.num_rows[r])))
-    meta = T.build_file_metadata(schema, rgs, created_by="qdbpm (synthesised from _pm)")
+    meta = schemas.file_metadata(pm, columns, rgs)
     parts.append(T.frame_footer(meta))
     buf = pa.py_buffer(b"".join(parts))
     try:
@@ -99,19 +68,18 @@ def decode_chunks(pm, row_groups, columns, blobs) -> pa.Table:
                            f"the _pm describes: {e}") from None
 
 
-def _arrow_type(pm, c) -> pa.DataType:
-    """Arrow type pyarrow gives a column of the synthesised footer (for all-null chunks)."""
-    el = schema_element(pm, c)
-    fake = T.build_file_metadata([T.SchemaElement(name="schema", num_children=1), el],
-                                 [], created_by="qdbpm")
-    return pq.read_schema(pa.BufferReader(pa.py_buffer(b"PAR1" + T.frame_footer(fake)))).field(0).type
-
-
-def _partition_table(pm, fs, parquet_path, rgs, cols, max_gap) -> pa.Table:
+def read_partition(pm, fs, parquet_path, rgs, cols, max_gap=DEFAULT_MAX_GAP, schemas=None, views=None):
+    """Row groups `rgs` (non-empty, ascending) of one partition, columns `cols` (indexes): an Arrow
+    table in row-group order, or None when there is nothing to decode. `schemas` gives the
+    result types (default: from `_pm` alone, ColumnSchemas.from_pm); `views` maps a column to a
+    type its raw values are viewed as (strict mode)."""
+    schemas = schemas or ColumnSchemas.from_pm(pm)
+    views = views or {}
     p = plan(pm, rgs, cols, max_gap=max_gap)
     blobs = fetch(fs, parquet_path, p.ranges)
     all_null = set(p.all_null)
     names = [pm.column_names[c] for c in cols]
+    fields = dict(zip(cols, schemas.fields(pm, cols)))  # pyarrow's own, also for all-null chunks
     # Row groups with the same set of all-null columns decode together in one synthetic file.
     groups = {}
     for r in rgs:
@@ -121,20 +89,12 @@ def _partition_table(pm, fs, parquet_path, rgs, cols, max_gap) -> pa.Table:
     for nulls, members in groups.items():
         live = [c for c in cols if c not in nulls]
         if live:
-            t = decode_chunks(pm, members, live, blobs)
+            t = decode_chunks(pm, members, live, blobs, schemas)
         else:
             t = pa.table({"__rows": pa.nulls(int(sum(int(pm.num_rows[r]) for r in members)))})
         n = t.num_rows
-        arrays, fields = [], []
-        for c in cols:
-            name = pm.column_names[c]
-            if c in nulls:
-                arrays.append(pa.nulls(n, _arrow_type(pm, c)))
-                fields.append(pa.field(name, arrays[-1].type))
-            else:
-                arrays.append(t.column(name))
-                fields.append(t.schema.field(name))  # keeps NOT NULL of REQUIRED columns
-        tbl = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+        arrays = [pa.nulls(n, fields[c].type) if c in nulls else t.column(pm.column_names[c]) for c in cols]
+        tbl = pa.Table.from_arrays(arrays, schema=pa.schema([fields[c] for c in cols]))
         # split back per row group so the partition's rows stay in row-group order
         off = 0
         for r in members:
@@ -143,20 +103,100 @@ def _partition_table(pm, fs, parquet_path, rgs, cols, max_gap) -> pa.Table:
             off += k
     if not pieces:
         return None
-    return pa.concat_tables([pieces[r] for r in rgs]).select(names)
+    out = pa.concat_tables([pieces[r] for r in rgs])
+    for c, target in views.items():
+        i, name = cols.index(c), pm.column_names[c]
+        out = out.set_column(i, pa.field(name, target), _view(out.column(i), target, name))
+    return out.select(names)
 
 
-def read_table(root, columns=None, where=None, filesystem=None, *, schema=None, max_gap=DEFAULT_MAX_GAP) -> pa.Table:
+def _filter(t, pred) -> pa.Table:
+    """filter_table, through large_string / large_binary copies of view columns: pyarrow has no
+    filter kernel for string_view / binary_view (same values, cast back after)."""
+    plain = [f.with_type(pa.large_string() if pa.types.is_string_view(f.type) else pa.large_binary())
+             if pa.types.is_string_view(f.type) or pa.types.is_binary_view(f.type) else f for f in t.schema]
+    if plain == list(t.schema):
+        return filter_table(t, pred)
+    return filter_table(t.cast(pa.schema(plain, t.schema.metadata)), pred).cast(t.schema)
+
+
+def _footer_schemas(pm, fs, path) -> ColumnSchemas:
+    buf = fetch_footer(fs, path, pm)
+    try:
+        parsed = parse_footer(np.frombuffer(buf, np.uint8), footer_offset=pm.parquet_footer_offset,
+                              file_size=pm.parquet_size)
+    except ParquetFormatError as e:
+        raise ParquetFormatError(f"{path}: {e}") from None
+    return ColumnSchemas.from_footer(pm, parsed, path)
+
+
+def _strict_views(pm, cols, schema) -> dict:
+    """footer=False: {column: type from `schema=`} for the columns `_pm` cannot give alone;
+    PmError for such a column `schema=` does not name."""
+    views = {}
+    for c in cols:
+        refused = strict_refusal(pm, c)
+        if refused is None:
+            continue
+        name = pm.column_names[c]
+        if schema is None or schema.get_field_index(name) < 0:
+            raise PmError(f"column {name!r} of {pm.path} is {refused[0]}; footer=False reads no footer byte, so it "
+                          f"cannot give its values exactly: pass its Arrow type in schema= (e.g. {refused[1]}), or "
+                          "read with footer=True (the default)")
+        views[c] = schema.field(name).type
+    return views
+
+
+def _view(column, target, name):
+    """The column's raw values reinterpreted as `target` (strict mode, a type `schema=` gives)."""
+    try:
+        return pa.chunked_array([ch.view(target) for ch in column.chunks], target)
+    except (pa.ArrowException, TypeError) as e:
+        raise PmError(f"column {name!r}: its raw {column.type} values cannot be read as {target} from schema= "
+                      f"(same width needed): {e}") from None
+
+
+def read_table(root, columns=None, where=None, filesystem=None, *, schema=None, max_gap=DEFAULT_MAX_GAP,
+               footer=True) -> pa.Table:
     """Rows of a partitioned table matching `where`, reading only surviving chunks' byte ranges.
 
     root: a local directory, or a path / URI on the fsspec `filesystem` (e.g. s3://bucket/table).
-    columns: names to return (default: all). where: a predicate or SQL WHERE text.
-    schema: optional Arrow schema to cast the result to (types `_pm` cannot express).
+    columns: names to return (default: all of the first partition). where: a predicate or SQL text.
+    schema: optional Arrow schema the result is cast to (with footer=False it also gives the type
+    of a refused column, see below).
+
+    footer=True (default): the result equals `pyarrow.dataset.dataset(files).to_table(columns,
+    filter)` on the same files: values, types, nullability, field order. Each distinct `_pm`
+    column schema costs one range read of its Parquet footer (partitions sharing it share it).
+
+    footer=False: strict footer-less mode, no footer byte is read; types come from `_pm` alone, i.e.
+    from the Parquet physical and logical type without the file's ARROW:schema. Values are
+    pyarrow's; the types are pyarrow's except exactly here:
+    - unsigned 8 / 16-bit integers come back as int32;
+    - timestamps of any time zone, or naive (isAdjustedToUTC=false), as tz="UTC" in the stored
+      unit (same instants: a naive value is read as UTC);
+    - strings (large_string, string_view, dictionary<string>) as string; binary (large_binary,
+      binary_view) as binary;
+    - duration and date64 (named by ARROW:schema only) and time32 / time64 (no QuestDB type) as
+      their Parquet storage: int64, date32, int32 / int64;
+    - a column without a QuestDB type whose raw values could mean something else, i.e. an INT64
+      (uint64, or a timestamp unit `_pm` cannot name) or a 2-byte fixed-length array (float16),
+      is refused (PmError naming it) unless `schema=` names its type: its raw values are then
+      reinterpreted (Arrow `view`, same width) as that type, e.g. pa.uint64(). Or use footer=True.
     """
     import fsspec
 
     fs = filesystem or fsspec.filesystem("file")
     pred = parse(where) if isinstance(where, str) else where
+    cache = {}  # schema_key(pm) -> ColumnSchemas: one footer read per distinct _pm column schema
+
+    def schemas_of(pm, path):
+        key = schema_key(pm)
+        s = cache.get(key)
+        if s is None:
+            s = cache[key] = _footer_schemas(pm, fs, path) if footer else ColumnSchemas.from_pm(pm)
+        return s
+
     # Local tables map their _pm files; remote ones fetch each in one request.
     with open_table(root, filesystem) as table:
         if not table.partitions:
@@ -169,21 +209,26 @@ def read_table(root, columns=None, where=None, filesystem=None, *, schema=None, 
             pm = table.meta(part)
             for name in want:
                 pm.column_index(name)
-            need = list(want) + sorted(pred.columns() - set(want)) if pred is not None else list(want)
+            need = list(want) if pred is None else \
+                list(want) + sorted(pred.resolve(pm.column_names).columns() - set(want))  # SQL names: expr.Names
             cols = [pm.column_index(n) for n in need]
+            views = {} if footer else _strict_views(pm, cols, schema)
             rgs = np.nonzero(masks[part])[0] if masks is not None else np.arange(pm.row_group_count)
             rgs = [int(r) for r in rgs if int(pm.num_rows[r]) > 0]
             if not rgs:
                 continue
-            t = _partition_table(pm, fs, table.parquet_path(part), rgs, cols, max_gap)
+            path = table.parquet_path(part)
+            t = read_partition(pm, fs, path, rgs, cols, max_gap, schemas_of(pm, path), views)
             if t is None:
                 continue
             if pred is not None:
-                t = filter_table(t, pred)
+                t = _filter(t, pred)
             out.append(t.select(want))
         if not out:
-            empty = pa.schema([pa.field(n, _arrow_type(first, first.column_index(n))) for n in want])
-            result = empty.empty_table()
+            cols = [first.column_index(n) for n in want]
+            views = {} if footer else _strict_views(first, cols, schema)
+            fields = schemas_of(first, table.parquet_path(table.partitions[0])).fields(first, cols)
+            result = pa.schema([f.with_type(views[c]) if c in views else f for c, f in zip(cols, fields)]).empty_table()
         else:
             result = pa.concat_tables(out, promote_options="permissive") if len(out) > 1 else out[0]
     if schema is not None:

@@ -310,7 +310,7 @@ class QdbpmReader(DataSourceReader):
 
     def read(self, partition):
         from qdbpm.filter import filter_table
-        from qdbpm.read import _partition_table
+        from qdbpm.read import read_partition
 
         import fsspec
 
@@ -327,7 +327,7 @@ class QdbpmReader(DataSourceReader):
                 fields = [(n, spark_field(pm, pm.column_index(n))) for n in self.schema_names]
                 need = list(self.schema_names)
                 cols = [pm.column_index(n) for n in need]
-                tbl = _partition_table(pm, fs, t.parquet_path(p), rgs, cols, self.max_gap)
+                tbl = read_partition(pm, fs, t.parquet_path(p), rgs, cols, self.max_gap)  # _pm types: Spark's own mapping
                 if tbl is None:
                     continue
                 tbl = _to_spark_arrow(tbl, fields)
