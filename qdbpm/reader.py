@@ -1,8 +1,9 @@
 """Read `_pm` files: map the committed size, walk the footer chain to the pinned snapshot, verify
 the CRC and every structural invariant, and expose numpy views.
 
-Every offset is checked before it is read; all checks run on open, so later accessors (and the
-pruning code that trusts them) never see an out-of-range reference.
+Every offset is checked before it is read; all checks run on open, with or without the CRC check,
+so later accessors (and the pruning code and SBBF kernels that trust them) never see an
+out-of-range reference or a filter size the kernels cannot take.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import os
 import numpy as np
 
 from . import layout as L
+from .bloom import _MAX_BLOCKS as SBBF_MAX_BLOCKS
 from .crc import crc32
 from .desc import ByteRefs, Column, Description
 from .errors import ChecksumError, CorruptFileError, SnapshotNotFoundError, UnsupportedFeatureError
+
+SBBF_MAX_BYTES = L.SBBF_BLOCK_BYTES * SBBF_MAX_BLOCKS  # the largest filter the kernels probe
 
 
 def _u32(buf, off):
@@ -153,6 +157,10 @@ class ParquetMeta:
             pt = int(cols[i]["physical_type"])
             if pt > L.PHYSICAL_TYPE_MAX:
                 raise self._err(f"column {i} PHYSICAL_TYPE at offset {at + 28} = {pt}: not 0..7")
+            if pt == L.PT_FIXED_LEN_BYTE_ARRAY and int(cols[i]["fixed_byte_len"]) <= 0:
+                # pruning encodes literals at this width (as the writer, it requires one)
+                raise self._err(f"column {i} FIXED_BYTE_LEN at offset {at + 20} = {int(cols[i]['fixed_byte_len'])}: "
+                                "a FIXED_LEN_BYTE_ARRAY column needs a positive width")
         if ff & L.FEATURE_SORTING_IS_DTS_ASC and int(cols[dts]["flags"]) & L.COLUMN_FLAG_DESCENDING:
             raise self._err(f"SORTING_IS_DTS_ASC with the designated timestamp column {dts} flagged DESCENDING")
         pos = names_end
@@ -335,6 +343,16 @@ class ParquetMeta:
                 raise self._err(f"footer at {self._footer.start}: row group {i} BLOCK_OFFSET at offset "
                                 f"{self._footer.start + 40 + 4 * i} -> {int(offs[i])}: the {fixed}-byte block "
                                 f"must lie within [{self.header_end}, {limit})")
+            # Blocks that share bytes would let a small file claim row groups x columns chunk
+            # records far beyond its size (a memory bomb); no writer shares a block.
+            if not (np.diff(offs) >= fixed).all():  # ascending and apart, the usual layout, needs no sort
+                order = np.argsort(offs, kind="stable")
+                close = np.nonzero(np.diff(offs[order]) < fixed)[0]
+                if close.size:
+                    i, j = sorted((int(order[close[0]]), int(order[close[0] + 1])))
+                    raise self._err(f"footer at {self._footer.start}: row groups {i} and {j} have overlapping "
+                                    f"blocks at offsets {int(offs[i])} and {int(offs[j])} (a block's fixed "
+                                    f"part is {fixed} bytes)")
         self.num_rows, self.chunks = self._block_views(offs, fixed)
         ch = self.chunks
         if ch.size:
@@ -395,16 +413,25 @@ class ParquetMeta:
                                     f"region ending at {limit}")
 
     def _check_blooms(self, limit):
+        # Everything the SBBF kernels assume of a filter is established here, CRC or not: its
+        # bytes lie inside the buffer they are read into, and its length is a positive multiple
+        # of 32 with at most SBBF_MAX_BLOCKS blocks (qdbpm.bloom.probe_many).
         bt = self.bloom_table
         if self.feature_flags & L.FEATURE_BLOOM_FILTERS_EXTERNAL:
-            off, ln = bt["offset"].astype(np.int64), bt["length"].astype(np.int64)
-            bad = ((off == 0) != (ln == 0)) | (off < 0) | (ln < 0) | \
-                ((ln > 0) & (off + ln > self.parquet_footer_offset))
-            if bad.any():
-                r, k = (int(v[0]) for v in np.nonzero(bad))
-                raise self._err(f"row group {r} bloom column {int(self.bloom_columns[k])}: external bloom "
-                                f"entry (offset {int(bt['offset'][r, k])}, length {int(bt['length'][r, k])}) is "
-                                f"not inside the Parquet data before its footer at {self.parquet_footer_offset}")
+            off, ln = bt["offset"], bt["length"]  # uint64: compared without int64 wrap-around
+            pfo = np.uint64(self.parquet_footer_offset)
+            present = ln != 0
+            for bad, why in (
+                ((off == 0) == present, "has one of offset / length zero"),
+                (present & ((ln % L.SBBF_BLOCK_BYTES != 0) | (ln > SBBF_MAX_BYTES)),
+                 f"has a length that is not a multiple of {L.SBBF_BLOCK_BYTES} up to {SBBF_MAX_BYTES}"),
+                (present & ((off > pfo) | (ln > pfo - np.minimum(off, pfo))),
+                 f"is not inside the Parquet data before its footer at {self.parquet_footer_offset}"),
+            ):
+                if bad.any():
+                    r, k = (int(v[0]) for v in np.nonzero(bad))
+                    raise self._err(f"row group {r} bloom column {int(self.bloom_columns[k])}: external bloom "
+                                    f"entry (offset {int(off[r, k])}, length {int(ln[r, k])}) {why}")
             return
         pos = bt.astype(np.int64) << L.BLOCK_OFFSET_SHIFT
         present = bt != 0
@@ -413,7 +440,13 @@ class ParquetMeta:
             lengths = np.zeros(bt.shape, np.int64)
             p = pos[present]
             lengths[present] = self._buf[p[:, None] + np.arange(4)].copy().view(L.I32).reshape(-1)
-            bad = present & ((lengths <= 0) | (pos + L.BLOOM_LENGTH_PREFIX + lengths > limit))
+            odd = present & ((lengths <= 0) | (lengths % L.SBBF_BLOCK_BYTES != 0))
+            if odd.any():
+                r, k = (int(v[0]) for v in np.nonzero(odd))
+                raise self._err(f"row group {r} bloom column {int(self.bloom_columns[k])}: inline bitset at "
+                                f"offset {int(pos[r, k])} has LENGTH {int(lengths[r, k])}, not a positive "
+                                f"multiple of {L.SBBF_BLOCK_BYTES}")
+            bad = present & (pos + L.BLOOM_LENGTH_PREFIX + lengths > limit)
         if bad.any():
             r, k = (int(v[0]) for v in np.nonzero(bad))
             raise self._err(f"row group {r} bloom column {int(self.bloom_columns[k])}: inline bitset at "
@@ -546,25 +579,43 @@ class ParquetMeta:
 
     def _external_blooms(self, entries, parquet_file):
         path = parquet_file or os.path.join(os.path.dirname(os.path.abspath(self.path)), "data.parquet")
-        present = entries["length"] > 0
-        offsets = np.zeros(len(entries), np.int64)
-        lengths = np.full(len(entries), -1, np.int64)
-        if not present.any():
+        present = np.nonzero(entries["length"] > 0)[0]
+        if not present.size:
             return None
-        parts, pos = [], 0
+        offs, lens = entries["offset"][present], entries["length"][present]
         try:
             with builtin_open(path, "rb") as f:
-                for r in np.nonzero(present)[0]:
-                    f.seek(int(entries["offset"][r]))
-                    n = int(entries["length"][r])
-                    blob = f.read(n)
-                    if len(blob) != n:
-                        return None  # the file does not hold what the snapshot says: no bloom pruning
+                # Ends cannot wrap (offset + length <= PARQUET_FOOTER_OFFSET, checked on open), but
+                # may lie past the file: then it does not hold what the snapshot says, and no
+                # bloom pruning beats a read (or a buffer) of whatever size the entries claim.
+                if int((offs + lens).max()) > os.fstat(f.fileno()).st_size:
+                    return None
+                offs, ends = offs.astype(np.int64), (offs + lens).astype(np.int64)
+                # Read the union of the ranges, each byte once: memory stays within the file's
+                # size however many entries share bytes.
+                spans = []  # [start, end), merged, ascending
+                for i in np.argsort(offs, kind="stable"):
+                    s, e = int(offs[i]), int(ends[i])
+                    if spans and s <= spans[-1][1]:
+                        spans[-1][1] = max(spans[-1][1], e)
+                    else:
+                        spans.append([s, e])
+                parts, shift, total = [], [], 0
+                for s, e in spans:
+                    f.seek(s)
+                    blob = f.read(e - s)
+                    if len(blob) != e - s:
+                        return None  # shrunk since the fstat
                     parts.append(blob)
-                    offsets[r], lengths[r] = pos, n
-                    pos += n
+                    shift.append(total - s)  # file offset -> offset in the joined buffer
+                    total += e - s
         except OSError:
             return None
+        span = np.searchsorted(np.array([s for s, _ in spans], np.int64), offs, side="right") - 1
+        offsets = np.zeros(len(entries), np.int64)
+        lengths = np.full(len(entries), -1, np.int64)
+        offsets[present] = offs + np.array(shift, np.int64)[span]
+        lengths[present] = ends - offs
         return np.frombuffer(b"".join(parts), np.uint8), offsets, lengths
 
     def prune(self, predicate, *, parquet_file=None) -> np.ndarray:
@@ -579,7 +630,7 @@ class ParquetMeta:
                         lambda c: self.bloom_index(c, parquet_file))
 
     def timestamp_find(self, ts) -> int:
-        """Designated-timestamp lookup with the notes' encoding (2*rg+1 before rg, 2*(rg+1) inside,
+        """Designated-timestamp lookup, docs/format.md#timestamp-lookup (2*rg+1 before rg, 2*(rg+1) inside,
         2*count+1 after the last); needs row groups sorted by the designated timestamp."""
         from .prune import timestamp_find
 
@@ -596,6 +647,7 @@ class ParquetMeta:
 
     def _dts_bounds(self):
         from .errors import PredicateError
+        from .stats import KIND_ANYSIGN, KIND_INT, KIND_UINT
 
         dts = self.designated_timestamp
         if dts < 0:
@@ -603,6 +655,10 @@ class ParquetMeta:
         if not self.is_sorted_by_designated_timestamp():
             raise PredicateError(f"{self.path} is not sorted by its designated timestamp")
         st = self.column_stats(dts)
+        if st.kind not in (KIND_INT, KIND_UINT, KIND_ANYSIGN):
+            # e.g. a descriptor retyped to VARCHAR: its bounds are not numbers to search
+            raise PredicateError(f"{self.path}: designated timestamp column {dts} has {st.kind} stats, not "
+                                 "integer ones")
         if not st.has[np.asarray(self.num_rows) > 0].all():
             raise PredicateError(f"{self.path}: some row groups lack designated-timestamp stats")
         return st.lo, st.hi

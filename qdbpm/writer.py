@@ -481,6 +481,9 @@ def external_bloom_entries(d: Description, rows) -> np.ndarray:
     if np.any(s[present] <= 0) or np.any(s[present] + n[present] > d.parquet_footer_offset):
         raise PmError("an external bloom filter must lie inside the Parquet data: after the magic and "
                       f"before the footer at {d.parquet_footer_offset}")
+    if np.any(n[present] % L.SBBF_BLOCK_BYTES != 0):
+        raise PmError(f"an external bloom filter's bitset length must be a multiple of {L.SBBF_BLOCK_BYTES} "
+                      "bytes (readers refuse any other)")
     ent["offset"] = np.where(present, s, 0)
     ent["length"] = np.where(present, n, 0)
     return ent

@@ -1,6 +1,7 @@
 """Random descriptions: write -> read -> identical; re-encoding what was read is byte-identical."""
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import qdbpm
@@ -65,3 +66,21 @@ def test_random_description_round_trip(tmp_path, d):
         assert pm.snapshots() == [d.parquet_size]
         again = pm.to_description()
     assert encode_file(again) == data
+
+
+def test_external_bloom_length_must_be_whole_blocks(tmp_path):
+    """Readers refuse an external bitset whose length is not whole 32-byte blocks, so the writer
+    never writes one."""
+    import dataclasses
+
+    from golden_cases import external_bloom
+    from qdbpm.desc import ByteRefs
+    from qdbpm.errors import PmError
+
+    d = external_bloom()
+    length = d.blooms.length.copy()
+    length[0, 2] = 33
+    d = dataclasses.replace(d, blooms=ByteRefs(d.blooms.data, d.blooms.start, length))
+    with pytest.raises(PmError, match="multiple of 32"):
+        qdbpm.write_new(str(tmp_path / "_pm"), d)
+    assert not (tmp_path / "_pm").exists()

@@ -1,4 +1,4 @@
-"""Every validation of the notes' list: build the bad file, check the class and the message."""
+"""Every check of docs/format.md#validation: build the bad file, check the class and the message."""
 
 import os
 import struct
@@ -136,6 +136,14 @@ def test_physical_type_out_of_range(tmp_path):
     expect(tmp_path, patch(A, 60, b"\x09"), CorruptFileError, "PHYSICAL_TYPE at offset 60 = 9")
 
 
+@pytest.mark.parametrize("width", [0, -16])
+def test_fixed_len_byte_array_without_a_width(tmp_path, width):
+    # inline_bloom.pm column 1 is a UUID on FIXED_LEN_BYTE_ARRAY(16); pruning encodes literals at the width
+    at = 32 + 32 * 1 + 20
+    expect(tmp_path, patch(bloom_file(), at, struct.pack("<i", width)), CorruptFileError,
+           f"column 1 FIXED_BYTE_LEN at offset {at} = {width}", "positive width")
+
+
 BLOOM = None
 
 
@@ -223,6 +231,17 @@ def test_block_offset_outside_file(tmp_path):
     expect(tmp_path, patch(A, 184, u32(1)), CorruptFileError, "-> 8", "within [69, 144)")
 
 
+def test_blocks_sharing_bytes(tmp_path):
+    # ool_stats.pm: 3 row groups; row group 2's block moved onto row group 0's, then 8 bytes past it
+    data = golden("ool_stats.pm")
+    with qdbpm.open(os.path.join(GOLDEN, "ool_stats.pm")) as pm:
+        entries_at, blocks = pm.footer_offset + 40, pm.block_offsets.tolist()
+    for moved in (blocks[0], blocks[0] + 8):
+        expect(tmp_path, patch(data, entries_at + 8, u32(moved >> 3)), CorruptFileError,
+               "row groups 0 and 2 have overlapping blocks", f"offsets {blocks[0]} and {moved}", "264 bytes",
+               verify=False)
+
+
 def test_codec_out_of_range(tmp_path):
     expect(tmp_path, patch(A, 80, b"\x08"), CorruptFileError, "CODEC at offset 80 = 8", "0..7")
 
@@ -260,6 +279,39 @@ def test_external_bloom_entry_out_of_range(tmp_path):
         table_at = pm.footer_offset + 40 + 4 * pm.row_group_count
     expect(tmp_path, patch(data, table_at, u64(1 << 50)), CorruptFileError, "external bloom entry")
     expect(tmp_path, patch(data, table_at + 8, u64(0)), CorruptFileError, "external bloom entry", "length 0")
+
+
+@pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.parametrize("length", [33, 16, 48, 0x7FFFFFE0 + 1])
+def test_inline_bloom_length_not_a_multiple_of_32(tmp_path, length, verify):
+    # The SBBF kernels take whole 32-byte blocks: a LENGTH of 33 used to reach them and raise
+    # a bare ValueError on prune, with or without the CRC check.
+    with qdbpm.open(os.path.join(GOLDEN, "inline_bloom.pm")) as pm:
+        at = int(pm.bloom_table[0, 0]) << 3
+    expect(tmp_path, patch(bloom_file(), at, struct.pack("<i", length), crc=verify), CorruptFileError,
+           "row group 0 bloom column 2", f"inline bitset at offset {at} has LENGTH {length}",
+           "not a positive multiple of 32", verify=verify)
+
+
+@pytest.mark.parametrize("length", [33, 8, (1 << 37) + 32])
+def test_external_bloom_length_not_a_kernel_size(tmp_path, length):
+    # a multiple of 32, at most 2**32 blocks (the kernels' block index is 32-bit)
+    data = golden("external_bloom.pm")
+    with qdbpm.open(os.path.join(GOLDEN, "external_bloom.pm")) as pm:
+        ft, table_at = pm.footer_offset, pm.footer_offset + 40 + 4 * pm.row_group_count
+    bad = patch(patch(data, ft, u64(1 << 50)), table_at + 8, u64(length))  # room for any length
+    expect(tmp_path, bad, CorruptFileError, "row group 0 bloom column 2", f"length {length})",
+           "not a multiple of 32 up to 137438953472", verify=False)
+
+
+def test_external_bloom_entry_end_past_2_63(tmp_path):
+    # offset + length wraps a signed 64-bit sum negative: compared unsigned, it is past the footer
+    data = golden("external_bloom.pm")
+    with qdbpm.open(os.path.join(GOLDEN, "external_bloom.pm")) as pm:
+        table_at = pm.footer_offset + 40 + 4 * pm.row_group_count
+    off = (1 << 63) - 16
+    expect(tmp_path, patch(data, table_at, u64(off)), CorruptFileError, f"(offset {off}, length 32)",
+           "is not inside the Parquet data before its footer")
 
 
 def test_checksum_mismatch_message(tmp_path):
