@@ -1,6 +1,13 @@
 import os
 
 import pytest
+from hypothesis import settings
+
+# Every property test draws a fixed, seeded case list (same on every machine and run, with the
+# pinned hypothesis version): an outcome never depends on speed, load or an example database.
+# Longer randomized searches belong in scripts/ (e.g. scripts/fuzz.py).
+settings.register_profile("qdbpm", derandomize=True, database=None, deadline=None, print_blob=True)
+settings.load_profile("qdbpm")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Apache parquet-testing files (Apache License 2.0, LICENSE.txt beside them), shipped with the tests.
