@@ -1,4 +1,4 @@
-"""Build the Cython kernels. Every qdbpm/_*.pyx becomes an extension module."""
+"""Build the Cython kernels. Every qdbpm/**/_*.pyx becomes an extension module beside its wrapper."""
 import glob
 import os
 
@@ -14,13 +14,13 @@ def extensions():
     # QDBPM_ONLY=_crc,_sbbf builds a subset (handy while one kernel is being edited).
     only = {m for m in os.environ.get("QDBPM_ONLY", "").split(",") if m}
     exts = []
-    for pyx in sorted(glob.glob(os.path.join("qdbpm", "_*.pyx"))):
+    for pyx in sorted(glob.glob(os.path.join("qdbpm", "**", "_*.pyx"), recursive=True)):
         mod = os.path.splitext(os.path.basename(pyx))[0]
         if only and mod not in only:
             continue
         exts.append(
             Extension(
-                f"qdbpm.{mod}",
+                os.path.splitext(pyx)[0].replace(os.sep, "."),
                 [pyx],
                 include_dirs=[np.get_include()],
                 extra_compile_args=COMPILE_ARGS,

@@ -2,7 +2,9 @@
 
 import numpy as np
 
-from qdbpm import _sbbf, bloom, crc
+from qdbpm import bloom
+from qdbpm.bloom import _sbbf
+from qdbpm.pm import crc
 
 SEED = 20240601
 

@@ -3,7 +3,7 @@
 import os
 
 import qdbpm
-from qdbpm.writer import encode_file
+from qdbpm.pm.writer import encode_file
 
 from .datasets import synthetic_description, synthetic_pm
 
@@ -66,7 +66,7 @@ class GenerateReal:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
     def time_generate(self, row_groups, columns):
-        from qdbpm.generate import generate
+        from qdbpm.sync.generate import generate
 
         generate(self.parquet, self.out, bloom=None)
 

@@ -37,7 +37,7 @@ class Generate:
         self.tmp = tempfile.mkdtemp(prefix="qdbpm-asv-gen-", dir=os.path.dirname(self.path))
         self.pm = os.path.join(self.tmp, "_pm")
         self.fresh = (os.path.join(self.tmp, f"_pm.{i}") for i in itertools.count())
-        from qdbpm.generate import generate
+        from qdbpm.sync.generate import generate
 
         generate(self.path, self.pm, bloom=None)  # warm the page cache and imports
 
@@ -45,19 +45,19 @@ class Generate:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def time_generate(self, row_groups):
-        from qdbpm.generate import generate
+        from qdbpm.sync.generate import generate
 
         generate(self.path, self.pm, bloom=None)
 
     def time_generate_fresh(self, row_groups):
-        from qdbpm.generate import generate
+        from qdbpm.sync.generate import generate
 
         generate(self.path, next(self.fresh), bloom=None)
 
     def time_encode(self, row_groups):
-        from qdbpm.generate import describe_footer
-        from qdbpm.parquet import read_footer
-        from qdbpm.writer import encode_file
+        from qdbpm.sync.generate import describe_footer
+        from qdbpm.parquet.footer import read_footer
+        from qdbpm.pm.writer import encode_file
 
         encode_file(describe_footer(read_footer(self.path)))
 
@@ -67,6 +67,6 @@ class Generate:
         pq.read_metadata(self.path)
 
     def peakmem_generate(self, row_groups):
-        from qdbpm.generate import generate
+        from qdbpm.sync.generate import generate
 
         generate(self.path, self.pm, bloom=None)

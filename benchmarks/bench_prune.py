@@ -7,8 +7,8 @@ the object in the state the benchmark names: stats decoded ("cached") or not ("f
 """
 
 import qdbpm
-from qdbpm import stats as S
-from qdbpm.expr import parse
+from qdbpm.prune import stats as S
+from qdbpm.prune.expr import parse
 
 from . import datasets as D
 
@@ -126,7 +126,7 @@ def _open_table_all():
     import numpy as np
     import pyarrow as pa
 
-    from qdbpm.table import open_table
+    from qdbpm.table.table import open_table
 
     # Process-level one-time costs (pyarrow's first string-array conversion) are not pruning.
     pa.table({"partition": pa.array(np.array(["x"], dtype=object), pa.string()),
@@ -202,6 +202,6 @@ class Plan:
         _close(self, "pm")
 
     def time_plan(self, row_groups, kept):
-        from qdbpm.io import plan
+        from qdbpm.table.ranges import plan
 
         plan(self.pm, self.rgs, ["ts", "x", "s"])

@@ -11,7 +11,8 @@ import threading
 
 import numpy as np
 
-from qdbpm import _sbbf, crc
+from qdbpm.bloom import _sbbf
+from qdbpm.pm import crc
 
 from .bench_bloom import SEED, _filters
 from .bench_thrift import footer_bytes, parquet_dataset
@@ -55,7 +56,7 @@ class ThriftThreads:
         _, self.offset, self.meta = footer_bytes(parquet_dataset(10_000))
 
     def _work(self, i):
-        from qdbpm import _thrift
+        from qdbpm.parquet import _thrift
 
         _thrift.parse_file_metadata(self.meta, self.offset)
 

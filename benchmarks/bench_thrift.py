@@ -56,17 +56,17 @@ class ParseFooter:
         _, self.offset, self.meta = footer_bytes(self.path)
 
     def time_read_footer(self, row_groups):
-        from qdbpm.parquet import read_footer
+        from qdbpm.parquet.footer import read_footer
 
         read_footer(self.path)
 
     def time_parse_footer(self, row_groups):
-        from qdbpm.parquet import parse_footer
+        from qdbpm.parquet.footer import parse_footer
 
         parse_footer(self.meta, footer_offset=self.offset)
 
     def time_kernel(self, row_groups):
-        from qdbpm import _thrift
+        from qdbpm.parquet import _thrift
 
         _thrift.parse_file_metadata(self.meta, self.offset)
 
@@ -76,7 +76,7 @@ class ParseFooter:
         pq.read_metadata(self.path)
 
     def peakmem_read_footer(self, row_groups):
-        from qdbpm.parquet import read_footer
+        from qdbpm.parquet.footer import read_footer
 
         read_footer(self.path)
 
@@ -88,7 +88,7 @@ class LazyArrays:
     param_names = ["row_groups"]
 
     def setup(self, row_groups):
-        from qdbpm.parquet import read_footer
+        from qdbpm.parquet.footer import read_footer
 
         self.path = parquet_dataset(row_groups)
         self.footer = read_footer(self.path)
@@ -111,7 +111,7 @@ class AppendFooter:
     def setup(self, row_groups):
         import pyarrow.parquet as pq
 
-        from qdbpm.parquet import read_footer
+        from qdbpm.parquet.footer import read_footer
 
         _, _, self.meta = footer_bytes(parquet_dataset(row_groups))
         self.footer = read_footer(parquet_dataset(row_groups))
@@ -123,7 +123,7 @@ class AppendFooter:
         self.delta = 10 ** 9
 
     def time_append_one_row_group(self, row_groups):
-        from qdbpm import thrift
+        from qdbpm.parquet import compact as thrift
 
         thrift.append_footer(self.meta, self.new_meta, offset_delta=self.delta)
 
@@ -136,7 +136,7 @@ class Synthesize:
     param_names = ["row_groups_fetched"]
 
     def setup(self, fetched):
-        from qdbpm.parquet import read_footer
+        from qdbpm.parquet.footer import read_footer
 
         self.footer = read_footer(parquet_dataset(10_000))
         self.rgs = list(range(0, 10_000, 10_000 // fetched))[:fetched]

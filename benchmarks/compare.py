@@ -181,7 +181,7 @@ def scenario_open(rep, label, pm_path, rounds, target):
     import zlib
 
     import qdbpm
-    from qdbpm import crc
+    from qdbpm.pm import crc
 
     with open(pm_path, "rb") as f:
         data = np.frombuffer(f.read(), np.uint8)
@@ -248,7 +248,7 @@ def scenario_prune(rep, label, parquet, pm_path, rounds, target, goals=False):
     import pyarrow.parquet as pq
 
     import qdbpm
-    from qdbpm.expr import parse
+    from qdbpm.prune.expr import parse
 
     md_r = qdbpm.open(pm_path)
     R, C = md_r.row_group_count, md_r.column_count
@@ -332,8 +332,8 @@ def _ts(micros):
 def scenario_generate(rep, label, parquet, rounds, target, goals=False):
     import pyarrow.parquet as pq
 
-    from qdbpm.generate import generate
-    from qdbpm.parquet import read_footer
+    from qdbpm.sync.generate import generate
+    from qdbpm.parquet.footer import read_footer
 
     out = os.path.join(tempfile.mkdtemp(prefix="qdbpm-compare-"), "_pm")
     cs = run_rounds([
@@ -354,8 +354,8 @@ def scenario_table(rep, rounds, target):
     import pyarrow  # noqa: F401  (Table.prune returns a pyarrow table: import cost not counted)
     import pyarrow.dataset as ds
 
-    from qdbpm.expr import parse
-    from qdbpm.table import open_table
+    from qdbpm.prune.expr import parse
+    from qdbpm.table.table import open_table
 
     root = D.table_dir()
     lo, hi = D.selective_window(10_000)
@@ -488,7 +488,7 @@ def scenario_bloom(rep, rounds, target, quick):
 def scenario_crc(rep, rounds, target):
     import zlib
 
-    from qdbpm import crc
+    from qdbpm.pm import crc
 
     rng = np.random.default_rng(3)
     out = []
@@ -511,7 +511,7 @@ def machine_info():
     import pyarrow
 
     import qdbpm
-    from qdbpm import crc
+    from qdbpm.pm import crc
 
     info = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
             "numpy": np.__version__, "pyarrow": pyarrow.__version__, "duckdb": duckdb.__version__,

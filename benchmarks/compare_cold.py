@@ -21,9 +21,9 @@ import pyarrow.dataset as pads  # noqa: E402
 import pyarrow.fs as pafs  # noqa: E402
 
 import qdbpm  # noqa: E402
-from qdbpm.demo import build_trades  # noqa: E402
-from qdbpm.filter import to_arrow  # noqa: E402
-from qdbpm.generate import generate  # noqa: E402
+from qdbpm.cli.demo import build_trades  # noqa: E402
+from qdbpm.prune.arrow import to_arrow  # noqa: E402
+from qdbpm.sync.generate import generate  # noqa: E402
 from s3_server import SeaweedS3  # noqa: E402
 
 QUERY = "ts BETWEEN '2024-01-15T10:00:00Z' AND '2024-01-15T13:59:59Z' AND sym = 'NVDA'"

@@ -39,9 +39,9 @@ def main(argv=None):
 
     import pyarrow.parquet as pq
 
-    from qdbpm.generate import describe_footer, generate
-    from qdbpm.parquet import read_footer
-    from qdbpm.writer import encode_file
+    from qdbpm.sync.generate import describe_footer, generate
+    from qdbpm.parquet.footer import read_footer
+    from qdbpm.pm.writer import encode_file
 
     path = parquet_dataset(args.row_groups)
     tmp = tempfile.mkdtemp(prefix="qdbpm-cmp-gen-", dir=os.path.dirname(path))

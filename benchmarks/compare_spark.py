@@ -22,8 +22,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 import qdbpm  # noqa: E402
 import qdbpm.spark as qs  # noqa: E402
-from qdbpm.demo import build_trades  # noqa: E402
-from qdbpm.generate import generate  # noqa: E402
+from qdbpm.cli.demo import build_trades  # noqa: E402
+from qdbpm.sync.generate import generate  # noqa: E402
 
 WHERE = "sym = 'NVDA' AND ts >= '2024-01-15 10:00:00' AND ts < '2024-01-15 14:00:00'"
 

@@ -31,8 +31,8 @@ def main(argv=None):
 
     import pyarrow.parquet as pq
 
-    from qdbpm import _thrift, thrift
-    from qdbpm.parquet import parse_footer, read_footer
+    from qdbpm.parquet import _thrift, compact as thrift
+    from qdbpm.parquet.footer import parse_footer, read_footer
 
     path = parquet_dataset(args.row_groups)
     _, offset, meta = footer_bytes(path)

@@ -6,9 +6,9 @@ import time
 
 import numpy as np
 
-from qdbpm import layout as L
-from qdbpm.desc import Column, Description
-from qdbpm.writer import write_new
+from qdbpm.pm import layout as L
+from qdbpm.pm.description import Column, Description
+from qdbpm.pm.writer import write_new
 
 CACHE = os.environ.get("QDBPM_BENCH_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "qdbpm-bench"))
 
@@ -54,7 +54,7 @@ def synthetic_description(row_groups: int, columns: int, rows: int = 100, seed: 
     vals[:, 1:] = a
     for c in range(2, columns, 2):
         vals[:, c] = vals[:, c].astype(np.float64).view(np.int64)
-    from qdbpm.desc import ByteRefs
+    from qdbpm.pm.description import ByteRefs
 
     data = vals.reshape(-1).view(np.uint8)
     start = (np.arange(vals.size, dtype=np.int64) * 8).reshape(vals.shape)
@@ -125,7 +125,7 @@ def _write_parquet(path, table, rows):
 
 
 def _generate_pm(parquet, pm):
-    from qdbpm.generate import generate
+    from qdbpm.sync.generate import generate
 
     tmp = f"{pm}.{os.getpid()}.tmp"
     generate(parquet, tmp, bloom=None)

@@ -9,10 +9,10 @@ from .errors import (
     StorageError,
     UnsupportedFeatureError,
 )
-from .reader import ParquetMeta, open
-from .desc import ByteRefs, Column, Description
-from .writer import write_new, write_update
-from .api import compact
+from .pm.reader import ParquetMeta, open
+from .pm.description import ByteRefs, Column, Description
+from .pm.writer import write_new, write_update
+from .pm.compact import compact
 
 __version__ = "0.1.0"
 
@@ -34,8 +34,8 @@ __all__ = [
     "write_update",
 ]
 
-from .expr import col, parse  # noqa: E402
-from .table import Table, open_table  # noqa: E402
-from .read import read_table  # noqa: E402
-from .generate import generate, update  # noqa: E402
-from .append import append, recover  # noqa: E402
+from .prune.expr import col, parse  # noqa: E402
+from .table.table import Table, open_table  # noqa: E402
+from .table.read import read_table  # noqa: E402
+from .sync.generate import generate, update  # noqa: E402
+from .sync.append import append, recover  # noqa: E402

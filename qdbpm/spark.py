@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from . import expr as E
-from . import layout as L
+from .prune import expr as E
+from .pm import layout as L
 
 GENERATE_SCHEMA = "parquet_path string, pm_path string, pm_size long, row_groups int, error string"
 PRUNE_SCHEMA = "partition string, row_group int, num_rows long"
@@ -32,8 +32,8 @@ def generate(spark, parquet_paths, *, bloom="inline", files_per_task=16):
 
     def gen(batches):
         from qdbpm.errors import PmError
-        from qdbpm.generate import default_pm_path, generate as gen_one
-        from qdbpm.reader import open as open_pm
+        from qdbpm.sync.generate import default_pm_path, generate as gen_one
+        from qdbpm.pm.reader import open as open_pm
 
         for batch in batches:
             rows = []
@@ -57,8 +57,8 @@ def prune(spark, table_root, predicate, *, partitions_per_task=64):
     """Surviving (partition, row_group, num_rows) of a table, partitions spread over executors.
 
     The predicate travels pickled in the task closure; each task opens its `_pm` files."""
-    from .expr import parse
-    from .table import find_partitions
+    from .prune.expr import parse
+    from .table.table import find_partitions
 
     if isinstance(predicate, str):
         predicate = parse(predicate)
@@ -68,7 +68,7 @@ def prune(spark, table_root, predicate, *, partitions_per_task=64):
     df = spark.createDataFrame([(p,) for p in parts], "partition string").repartition(n)
 
     def run(batches):
-        from qdbpm.table import Table
+        from qdbpm.table.table import Table
 
         for batch in batches:
             names = batch.column(0).to_pylist()
@@ -90,12 +90,12 @@ def surviving_row_groups_udf(predicate):
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
-    from .expr import parse
+    from .prune.expr import parse
 
     pred = parse(predicate) if isinstance(predicate, str) else predicate
 
     def surviving(paths):
-        from qdbpm.reader import open as open_pm
+        from qdbpm.pm.reader import open as open_pm
 
         out = []
         for p in paths:
@@ -268,7 +268,7 @@ class QdbpmReader(DataSourceReader):
         self.num_partitions = int(self.options.get("num_partitions", 0))
 
     def _table(self):
-        from qdbpm.table import open_table
+        from qdbpm.table.table import open_table
 
         return open_table(self.root, _filesystem(self.options) if _is_remote(self.options) else None)
 
@@ -309,8 +309,8 @@ class QdbpmReader(DataSourceReader):
             or [QdbpmPartition([])]
 
     def read(self, partition):
-        from qdbpm.filter import filter_table
-        from qdbpm.read import read_partition
+        from qdbpm.prune.arrow import filter_table
+        from qdbpm.table.read import read_partition
 
         import fsspec
 
@@ -341,7 +341,7 @@ class QdbpmDataSource(DataSource):
         return "qdbpm"
 
     def _pm(self):
-        from qdbpm.table import open_table
+        from qdbpm.table.table import open_table
 
         t = open_table(self.options["path"], _filesystem(self.options) if _is_remote(self.options) else None)
         return t

@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))  # support.fuzz
 
 
 def _read(p):
@@ -27,7 +28,7 @@ def _read(p):
 
 def work(args):
     seed, n, verify = args
-    from qdbpm.fuzz import run
+    from support.fuzz import run
 
     seeds = [_read(p) for p in sorted(glob.glob(os.path.join(HERE, "..", "tests", "golden", "*.pm")))]
     tally = {}

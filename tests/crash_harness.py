@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 
-from qdbpm.writer import FileOps
+from qdbpm.pm.writer import FileOps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,7 +58,7 @@ CHILD = r"""
 import pickle, sys
 sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
 from crash_harness import KillingOps
-import qdbpm.writer as W
+import qdbpm.pm.writer as W
 op, args, kill_at = pickle.loads(sys.stdin.buffer.read())
 ops = KillingOps(kill_at)
 if op == "new":

@@ -10,8 +10,8 @@ import dataclasses
 
 import numpy as np
 
-from qdbpm import layout as L
-from qdbpm.desc import Column, Description
+from qdbpm.pm import layout as L
+from qdbpm.pm.description import Column, Description
 
 # The two example files of docs/format.md#example-files, byte for byte.
 EXAMPLE_A = binascii.unhexlify(

@@ -16,8 +16,8 @@ import struct
 import numpy as np
 import pyarrow.parquet as pq
 
-from qdbpm import layout as L
-from qdbpm import thrift as T
+from qdbpm.pm import layout as L
+from qdbpm.parquet import compact as T
 
 CODEC_BY_NAME = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "LZO": 3, "BROTLI": 4, "ZSTD": 6, "LZ4": 7,
                  "UNKNOWN": 5}  # parquet-cpp reads LZ4_RAW (7) as "LZ4"; Hadoop LZ4 (5) it cannot name

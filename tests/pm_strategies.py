@@ -5,8 +5,8 @@ import dataclasses
 import numpy as np
 from hypothesis import strategies as st
 
-from qdbpm import layout as L
-from qdbpm.desc import ByteRefs, Column, Description
+from qdbpm.pm import layout as L
+from qdbpm.pm.description import ByteRefs, Column, Description
 
 names = st.text(min_size=0, max_size=12)
 

@@ -15,10 +15,10 @@ import pytest
 
 import qdbpm
 from qdbpm import col
-from qdbpm import layout as L
-from qdbpm.bloom import SplitBlockBloomFilter
+from qdbpm.pm import layout as L
+from qdbpm.bloom.sbbf import SplitBlockBloomFilter
 from qdbpm.errors import PmError
-from qdbpm.writer import FileOps
+from qdbpm.pm.writer import FileOps
 
 from test_generate import QDB_COLUMNS, check_pm, file_bytes, footer_meta, questdb_file
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import ref_bloom
 from qdbpm import bloom
-from qdbpm.bloom import (
+from qdbpm.bloom.sbbf import (
     SplitBlockBloomFilter,
     bloom_header_bytes,
     expected_fpp,
@@ -575,7 +575,7 @@ def test_duckdb_written_filters(tmp_path):
 
 # --- through qdbpm.parquet.read_footer -------------------------------------------------------
 
-_qparquet = importlib.import_module("qdbpm.parquet")
+_qparquet = importlib.import_module("qdbpm.parquet.footer")
 
 
 def _footer_arrays(path):

@@ -9,8 +9,8 @@ import time
 import numpy as np
 
 import qdbpm
-from qdbpm import layout as L
-from qdbpm.desc import Column, Description
+from qdbpm.pm import layout as L
+from qdbpm.pm.description import Column, Description
 
 UPDATES = int(os.environ.get("QDBPM_CONCURRENCY_UPDATES", "1000"))
 COLS = [Column("ts", type=L.QDB_TIMESTAMP, physical_type=L.PT_INT64), Column("v", type=L.QDB_LONG, physical_type=L.PT_INT64)]

@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 
-from qdbpm import crc
+from qdbpm.pm import crc
 
 # docs/format.md#example-files: A, and B (A after one update).
 from golden_cases import EXAMPLE_A, EXAMPLE_B  # noqa: E402

@@ -5,7 +5,7 @@ import re
 from pathlib import Path
 
 import qdbpm
-from qdbpm.cli import build_parser
+from qdbpm.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 from qdbpm import col, parse
-from qdbpm import expr as E
+from qdbpm.prune import expr as E
 from qdbpm.errors import PmError, PredicateError
 
 
@@ -148,9 +148,9 @@ def test_resolve_gives_the_schemas_exact_names():
 def test_bind_cache_tells_quoted_from_unquoted():
     """parse("A = 1") == (col("A") == 1), but only the unquoted one finds column "a": the bound
     predicate cached on the schema must not serve one for the other."""
-    from qdbpm import layout as L
-    from qdbpm.prune import bind
-    from qdbpm.stats import KIND_INT, ColumnType, Schema
+    from qdbpm.pm import layout as L
+    from qdbpm.prune.rules import bind
+    from qdbpm.prune.stats import KIND_INT, ColumnType, Schema
 
     sch = Schema([ColumnType("a", 0, L.PT_INT64, L.QDB_LONG, 0, KIND_INT, None, None, True, False),
                   ColumnType("f", 1, L.PT_BOOLEAN, L.QDB_BOOLEAN, 0, KIND_INT, None, None, True, False)])

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import qdbpm
-from qdbpm import layout as L
+from qdbpm.pm import layout as L
 from qdbpm.errors import CorruptFileError, PredicateError
-from qdbpm.fuzz import fix_crc, hostile_allocation_ok, run
-from qdbpm.writer import encode_file
+from support.fuzz import fix_crc, hostile_allocation_ok, run
+from qdbpm.pm.writer import encode_file
 
 from conftest import GOLDEN, read_bytes
 

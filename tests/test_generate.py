@@ -22,11 +22,11 @@ import pytest
 
 import qdbpm
 from qdbpm import col
-from qdbpm import layout as L
-from qdbpm import thrift as T
-from qdbpm.bloom import SplitBlockBloomFilter, parse_bloom_header
+from qdbpm.pm import layout as L
+from qdbpm.parquet import compact as T
+from qdbpm.bloom.sbbf import SplitBlockBloomFilter, parse_bloom_header
 from qdbpm.errors import ParquetFormatError, PmError
-from qdbpm.generate import generate, update
+from qdbpm.sync.generate import generate, update
 
 from conftest import PEER_DATA
 from parquet_oracle import from_pyarrow, from_thrift, plain_bytes, pm_encodings, same_stat
@@ -993,7 +993,7 @@ def test_update_refuses_fewer_row_groups(tmp_path):
 def test_streamed_pm_is_byte_identical_to_encode_file(tmp_path, monkeypatch):
     """write_new streams dense files piece by piece (writeback started per piece): the same bytes
     as encode_file, for files with and without out-of-line stats and filters."""
-    from qdbpm import writer
+    from qdbpm.pm import writer
 
     class Counting(writer.FileOps):
         def __init__(self):
@@ -1033,8 +1033,8 @@ def generate_description(path):
     """The Description generate() writes for `path` (bloom="inline"), rebuilt independently."""
     import dataclasses
 
-    from qdbpm.generate import describe_footer, parquet_blooms
-    from qdbpm.parquet import read_footer
+    from qdbpm.sync.generate import describe_footer, parquet_blooms
+    from qdbpm.parquet.footer import read_footer
 
     with open(path, "rb") as f:
         footer = read_footer(f)

@@ -18,9 +18,9 @@ import pytest
 
 import qdbpm
 from qdbpm import col
-from qdbpm import layout as L
-from qdbpm.bloom import SplitBlockBloomFilter, expected_fpp
-from qdbpm.generate import generate
+from qdbpm.pm import layout as L
+from qdbpm.bloom.sbbf import SplitBlockBloomFilter, expected_fpp
+from qdbpm.sync.generate import generate
 
 from test_generate import check_pm
 
@@ -155,7 +155,7 @@ def test_pyarrow_bloom_filters_probe_and_prune(tmp_path):
 
 def pq_bitset(path, r, name):
     """The raw bitset of one chunk's filter, through pyarrow's metadata and qdbpm.bloom's header parser."""
-    from qdbpm.bloom import parse_bloom_header
+    from qdbpm.bloom.sbbf import parse_bloom_header
 
     md = pq.ParquetFile(path).metadata
     c = [md.schema.column(i).path for i in range(md.num_columns)].index(name)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import qdbpm
-from qdbpm import layout as L
-from qdbpm.writer import encode_file
+from qdbpm.pm import layout as L
+from qdbpm.pm.writer import encode_file
 
 from conftest import GOLDEN, read_bytes
 from golden_cases import CASES, EXAMPLE_A, EXAMPLE_B, example_a, example_b

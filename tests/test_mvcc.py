@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import qdbpm
-from qdbpm import layout as L
-from qdbpm.desc import ByteRefs, Column, Description
+from qdbpm.pm import layout as L
+from qdbpm.pm.description import ByteRefs, Column, Description
 
 from conftest import read_bytes
 from pm_strategies import descriptions

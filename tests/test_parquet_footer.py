@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from qdbpm import _thrift
-from qdbpm import layout as L
-from qdbpm import thrift as T
+from qdbpm.parquet import _thrift
+from qdbpm.pm import layout as L
+from qdbpm.parquet import compact as T
 from qdbpm.errors import ParquetFormatError
-from qdbpm.parquet import MAGIC, TAIL_READ, ParquetFooter, parse_footer, read_footer
+from qdbpm.parquet.footer import MAGIC, TAIL_READ, ParquetFooter, parse_footer, read_footer
 
 from conftest import PEER_DATA
 from parquet_oracle import compare_duckdb_stats, compare_pyarrow, compare_thrift

@@ -20,8 +20,8 @@ import pytest
 import qdbpm
 from qdbpm import col, parse
 from qdbpm.errors import PredicateError
-from qdbpm.filter import filter_table
-from qdbpm.generate import generate
+from qdbpm.prune.arrow import filter_table
+from qdbpm.sync.generate import generate
 
 # Names unique case-insensitively, so DuckDB (which folds even quoted names) is the SQL truth.
 KINDS = {"L_OrderKey": "int", "x": "int", "Px": "float", "flag": "bool", "Side": "bool", "Sym": "str"}

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 import qdbpm
 from qdbpm import col
-from qdbpm import layout as L
-from qdbpm.desc import ByteRefs
-from qdbpm.filter import filter_table, to_arrow
-from qdbpm.generate import describe_footer
-from qdbpm.parquet import read_footer
-from qdbpm.writer import write_new
+from qdbpm.pm import layout as L
+from qdbpm.pm.description import ByteRefs
+from qdbpm.prune.arrow import filter_table, to_arrow
+from qdbpm.sync.generate import describe_footer
+from qdbpm.parquet.footer import read_footer
+from qdbpm.pm.writer import write_new
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
 _EXACT = decimal.Context(prec=100)
@@ -172,7 +172,7 @@ def predicates(draw, names, pools, depth=0):
 
 def nan_sensitive(pred, schema):
     """Does the predicate hold a float leaf whose truth differs for NaN from its min/max reading?"""
-    from qdbpm import expr as E
+    from qdbpm.prune import expr as E
 
     def walk(e):
         if isinstance(e, (E.And, E.Or)):

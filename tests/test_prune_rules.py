@@ -7,8 +7,8 @@ import pytest
 
 import qdbpm
 from qdbpm import col
-from qdbpm import layout as L
-from qdbpm.desc import Column, Description
+from qdbpm.pm import layout as L
+from qdbpm.pm.description import Column, Description
 from qdbpm.errors import PredicateError
 
 EXACT = L.STAT_MIN_EXACT | L.STAT_MAX_EXACT | L.STAT_NULL_COUNT_PRESENT
@@ -119,7 +119,7 @@ def test_unknown_columns_and_literals(pm_path):
 
 
 def test_bloom_filters_prune_equality(pm_path):
-    from qdbpm.bloom import SplitBlockBloomFilter
+    from qdbpm.bloom.sbbf import SplitBlockBloomFilter
 
     blooms = []
     for vals in ([1, 2, 3], [10, 20, 30]):

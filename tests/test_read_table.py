@@ -18,9 +18,9 @@ import pytest
 
 import qdbpm
 from qdbpm import col
-from qdbpm.filter import filter_table
-from qdbpm.generate import generate
-from qdbpm.io import all_null_mask
+from qdbpm.prune.arrow import filter_table
+from qdbpm.sync.generate import generate
+from qdbpm.table.ranges import all_null_mask
 
 DAY_US = 86_400_000_000
 

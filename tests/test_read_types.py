@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 import qdbpm
 from qdbpm import col
-from qdbpm.filter import to_arrow
-from qdbpm.generate import generate
+from qdbpm.prune.arrow import to_arrow
+from qdbpm.sync.generate import generate
 from test_read_table import CountingFS, upload
 
 I = lambda bits: st.integers(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)  # noqa: E731
@@ -445,8 +445,8 @@ def test_strict_types_outside_the_property_types(tmp_path):
 
 
 def test_undecodable_arrow_schema_is_refused_like_pyarrow(tmp_path):
-    from qdbpm import thrift as T
-    from qdbpm.parquet import read_footer
+    from qdbpm.parquet import compact as T
+    from qdbpm.parquet.footer import read_footer
 
     (tmp_path / "p").mkdir()
     path = str(tmp_path / "p" / "data.parquet")

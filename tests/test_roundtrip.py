@@ -5,8 +5,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import qdbpm
-from qdbpm import layout as L
-from qdbpm.writer import encode_file
+from qdbpm.pm import layout as L
+from qdbpm.pm.writer import encode_file
 
 from conftest import read_bytes
 from pm_strategies import descriptions, expected_stats
@@ -74,7 +74,7 @@ def test_external_bloom_length_must_be_whole_blocks(tmp_path):
     import dataclasses
 
     from golden_cases import external_bloom
-    from qdbpm.desc import ByteRefs
+    from qdbpm.pm.description import ByteRefs
     from qdbpm.errors import PmError
 
     d = external_bloom()

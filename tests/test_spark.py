@@ -12,7 +12,7 @@ import pytest
 
 import qdbpm
 from qdbpm import col
-from qdbpm.generate import generate
+from qdbpm.sync.generate import generate
 
 import pyspark  # noqa: E402,F401  (a test dependency: missing must fail, not skip)
 import qdbpm.spark as qs  # noqa: E402

@@ -13,8 +13,8 @@ import pytest
 
 import qdbpm
 from qdbpm import col
-from qdbpm.generate import generate
-from qdbpm.table import open_table
+from qdbpm.sync.generate import generate
+from qdbpm.table.table import open_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DAY_US = 86_400_000_000
@@ -40,7 +40,7 @@ def make_table(root, days=6, rows=400, rg=100, extra_schema=False):
 
 
 def brute(truth, rg, pred):
-    from qdbpm.filter import filter_table
+    from qdbpm.prune.arrow import filter_table
 
     out = set()
     for p, t in truth.items():

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qdbpm import _thrift
-from qdbpm import layout as L
-from qdbpm import thrift as T
+from qdbpm.parquet import _thrift
+from qdbpm.pm import layout as L
+from qdbpm.parquet import compact as T
 from qdbpm.errors import ParquetFormatError
-from qdbpm.parquet import read_footer
-from qdbpm.thrift import SchemaElement, Struct, TList, TMap
-from qdbpm.thrift import T as TT
+from qdbpm.parquet.footer import read_footer
+from qdbpm.parquet.compact import SchemaElement, Struct, TList, TMap
+from qdbpm.parquet.compact import T as TT
 
 from conftest import PEER_DATA
 from parquet_oracle import compare_pyarrow, compare_thrift

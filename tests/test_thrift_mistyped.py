@@ -28,11 +28,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import qdbpm
-from qdbpm import thrift as T
-from qdbpm.bloom import parse_bloom_header
+from qdbpm.parquet import compact as T
+from qdbpm.bloom.sbbf import parse_bloom_header
 from qdbpm.errors import ParquetFormatError
-from qdbpm.generate import generate
-from qdbpm.parquet import parse_footer
+from qdbpm.sync.generate import generate
+from qdbpm.parquet.footer import parse_footer
 
 import thrift_rewrite as W
 from conftest import PEER_DATA, read_bytes

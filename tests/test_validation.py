@@ -7,7 +7,7 @@ import zlib
 import pytest
 
 import qdbpm
-from qdbpm import layout as L
+from qdbpm.pm import layout as L
 from qdbpm.errors import ChecksumError, CorruptFileError, SnapshotNotFoundError, UnsupportedFeatureError
 
 from conftest import GOLDEN, read_bytes, write_bytes

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import ref_bloom
 from qdbpm import bloom
-from qdbpm.bloom import hash_values, hash_values_aligned, xxh64
+from qdbpm.bloom.sbbf import hash_values, hash_values_aligned, xxh64
 
 
 def xx(b: bytes) -> int:
@@ -221,7 +221,7 @@ def test_arrow_temporal_and_unsigned_arrays():
 def test_binary_kernel_rejects_offsets_outside_data():
     # pyarrow validates arrays it builds, but buffers imported from elsewhere may not be: the kernel
     # checks every value's offsets against the data buffer instead of reading out of bounds.
-    from qdbpm import _xxhash
+    from qdbpm.bloom import _xxhash
     data = np.frombuffer(b"abcd", np.uint8)
     out, valid = np.empty(2, np.uint64), np.empty(2, np.uint8)
     for offsets, bad in (([0, 2, 1000], 1), ([0, 3, 2], 1), ([-1, 2, 3], 0)):

@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from golden_cases import CASES, EXAMPLE_A, EXAMPLE_B  # noqa: E402
 
-from qdbpm.writer import encode_file  # noqa: E402
+from qdbpm.pm.writer import encode_file  # noqa: E402
 
 files = {"example_a.pm": EXAMPLE_A, "example_b.pm": EXAMPLE_B}
 files.update({f"{name}.pm": encode_file(build()) for name, build in CASES.items()})

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import expr as E
-from .errors import PredicateError
+from ..errors import PredicateError
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
 _EXACT = decimal.Context(prec=100)
@@ -68,7 +68,7 @@ def _int_range(t):
 
 def _exact(value, t, name):
     """The literal as an exact Fraction (or float NaN/inf) in the column's integer units."""
-    from .prune import _datetime_units, _number
+    from .rules import _datetime_units, _number
 
     if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
         if pa.types.is_date32(t):
@@ -170,7 +170,7 @@ def _leaf_cmp(name, op, value, schema, exact=True):
         i8 = pa.int8()
         return _int_cmp(ref.cast(i8), i8, op, _exact(value, i8, name), _scalar_factory(i8))
     if isinstance(value, (bool, np.bool_)):
-        from .prune import not_boolean
+        from .rules import not_boolean
 
         raise not_boolean(name, str(t))
     if (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)

@@ -77,11 +77,11 @@ def build_trades(root, days=30, rows_per_day=48_000, row_group=4_000, seed=0):
 def run_demo(args) -> int:
     import pyarrow.dataset as pads
 
-    from .expr import parse
-    from .filter import to_arrow
-    from .generate import generate
-    from .read import read_table
-    from .table import open_table
+    from ..prune.expr import parse
+    from ..prune.arrow import to_arrow
+    from ..sync.generate import generate
+    from ..table.read import read_table
+    from ..table.table import open_table
 
     root = args.dir or tempfile.mkdtemp(prefix="qdbpm-demo-")
     os.makedirs(root, exist_ok=True)
@@ -135,7 +135,7 @@ def run_spark_demo(args) -> int:
 
     from pyspark.sql import SparkSession
 
-    from . import spark as qs
+    from .. import spark as qs
 
     root = args.dir or tempfile.mkdtemp(prefix="qdbpm-spark-demo-")
     paths = build_trades(root, days=10)

@@ -13,14 +13,14 @@ import os
 
 import numpy as np
 
-from . import layout as L
-from .bloom import SplitBlockBloomFilter, parse_bloom_header
-from .desc import ByteRefs, Description
-from .errors import ParquetFormatError, PmError
-from .parquet import read_footer
-from .reader import open as open_pm
-from .schema import map_schema
-from .writer import DEFAULT_OPS, FileOps, write_new, write_update
+from ..pm import layout as L
+from ..bloom.sbbf import SplitBlockBloomFilter, parse_bloom_header
+from ..pm.description import ByteRefs, Description
+from ..errors import ParquetFormatError, PmError
+from ..parquet.footer import read_footer
+from ..pm.reader import open as open_pm
+from ..parquet.schema import map_schema
+from ..pm.writer import DEFAULT_OPS, FileOps, write_new, write_update
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
 _EXACT = decimal.Context(prec=100)

@@ -20,8 +20,8 @@ import sys
 import numpy as np
 
 from . import _sbbf, _xxhash
-from .errors import ParquetFormatError
-from .layout import SBBF_BLOCK_BYTES
+from ..errors import ParquetFormatError
+from ..pm.layout import SBBF_BLOCK_BYTES
 
 __all__ = [
     "MAX_BYTES",

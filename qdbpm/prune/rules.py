@@ -20,8 +20,8 @@ from fractions import Fraction
 import numpy as np
 
 from . import expr as E
-from . import layout as L
-from .errors import PredicateError
+from ..pm import layout as L
+from ..errors import PredicateError
 from .stats import (KIND_ANYSIGN, KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT, KIND_NONE, KIND_UINT, ByteValues,
                     ColumnType)
 
@@ -254,7 +254,7 @@ class Node:
 
 def _hash_for_bloom(ct: ColumnType, v):
     """XXH64 of the literal's Parquet PLAIN bytes, or None when it cannot be encoded exactly."""
-    from .bloom import xxh64
+    from ..bloom.sbbf import xxh64
 
     pt = ct.physical_type
     try:
@@ -654,7 +654,7 @@ def _bloom_mask(b: Leaf, blooms, n) -> np.ndarray:
     idx = blooms(b.ct.index)
     if idx is None:
         return np.ones(n, bool)
-    from .bloom import probe_many
+    from ..bloom.sbbf import probe_many
 
     data, offsets, lengths = idx
     # Absent filters (length < 0) answer "may contain".

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import layout as L
-from .errors import CorruptFileError, StorageError
+from ..pm import layout as L
+from ..errors import CorruptFileError, StorageError
 
 DEFAULT_MAX_GAP = 64 * 1024  # merge two ranges when fewer bytes than this lie between them
 DEFAULT_MAX_WASTE = 0.05  # ... and the bytes fetched for nothing stay under 5% of the useful ones

@@ -12,7 +12,7 @@ import ipaddress
 import struct
 import uuid
 
-from . import layout as L
+from ..pm import layout as L
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
 _EXACT = decimal.Context(prec=100)

@@ -3,7 +3,7 @@
 # Callers guarantee 1 <= nblocks < 2**32 and that bitset holds nblocks * 32 bytes.
 
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
-from qdbpm._xxhash cimport load_le32, store_le32
+from qdbpm.bloom._xxhash cimport load_le32, store_le32
 
 cdef extern from *:
     """

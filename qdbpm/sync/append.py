@@ -53,14 +53,14 @@ import os
 
 import numpy as np
 
-from . import layout as L
-from . import thrift as T
-from .errors import ParquetFormatError, PmError
+from ..pm import layout as L
+from ..parquet import compact as T
+from ..errors import ParquetFormatError, PmError
 from .generate import default_pm_path, generate, update
-from .parquet import read_footer
-from .reader import open as open_pm
-from .schema import _common_sorting, map_schema
-from .writer import DEFAULT_OPS, FileOps
+from ..parquet.footer import read_footer
+from ..pm.reader import open as open_pm
+from ..parquet.schema import _common_sorting, map_schema
+from ..pm.writer import DEFAULT_OPS, FileOps
 
 __all__ = ["append", "recover"]
 

@@ -18,9 +18,9 @@ import zlib
 
 import numpy as np
 
-from . import layout as L
-from .errors import PmError
-from .reader import ParquetMeta
+from qdbpm.pm import layout as L
+from qdbpm.errors import PmError
+from qdbpm.pm.reader import ParquetMeta
 
 
 def fix_crc(data: bytearray) -> bytearray:
@@ -137,7 +137,7 @@ _LITERALS = {
 
 def _predicates(name, kind):
     """(may probe blooms, predicate) pairs for one column."""
-    from . import expr as E
+    from qdbpm.prune import expr as E
 
     vals = _LITERALS[kind]
     yield True, E.Cmp(name, "==", vals[0])
@@ -152,8 +152,8 @@ def _predicates(name, kind):
 def _use(pm, verify, parquet_file, path, tally):
     """Every accessor and pruning over one open snapshot; PredicateError (a literal that does not
     fit a mutated column type) is an answer, not a failure."""
-    from . import bloom
-    from .errors import PredicateError
+    from qdbpm import bloom
+    from qdbpm.errors import PredicateError
 
     pm.snapshots()
     for size in pm.snapshots()[1:4]:

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from . import layout as L
+from ..pm import layout as L
 
 KIND_NONE = "none"  # order unknown (INT96, unsigned 64-bit, FLOAT16, unknown types, repeated leaves)
 KIND_INT = "int"  # signed integers as int64 (INT32 sign-extended; BOOLEAN as 0/1)
@@ -230,7 +230,7 @@ class ByteValues:
 
     def compare(self, op, literal, where) -> np.ndarray:
         """bool[R]: value_i op literal where `where` (and the value is present), True elsewhere."""
-        from . import _prune
+        from . import _bytes as _prune
 
         lit = np.frombuffer(bytes(literal), np.uint8)
         out = np.empty(len(self), np.bool_)
@@ -240,7 +240,7 @@ class ByteValues:
 
     def equals(self, literal) -> np.ndarray:
         """bool[R]: value_i == literal (False where absent)."""
-        from . import _prune
+        from . import _bytes as _prune
 
         lit = np.frombuffer(bytes(literal), np.uint8)
         out = np.empty(len(self), np.bool_)
@@ -250,7 +250,7 @@ class ByteValues:
 
     def compare_pairs(self, other) -> np.ndarray:
         """int8[R]: sign(self_i vs other_i) where both are present, 0 elsewhere."""
-        from . import _prune
+        from . import _bytes as _prune
 
         if len(other) != len(self):
             raise ValueError(f"{len(self)} values compared with {len(other)}")
@@ -382,7 +382,7 @@ def _byte_values(pm, col):
     """(min, max) ByteValues sharing one buffer: the verbatim stat bytes, as _slot_bytes reads them
     (inline: the slot's first STAT_SIZES-nibble bytes, 8 when 0; out-of-line: the referenced
     bytes of the block's OOL region), gathered by one kernel call instead of a loop per row."""
-    from . import _prune
+    from . import _bytes as _prune
 
     ch = pm.chunks[:, col]
     R = len(ch)

@@ -18,13 +18,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import layout as L
-from . import thrift as T
-from .errors import ParquetFormatError, PmError, StorageError
-from .expr import parse
-from .filter import filter_table
-from .io import DEFAULT_MAX_GAP, fetch, fetch_footer, plan
-from .parquet import parse_footer
+from ..pm import layout as L
+from ..parquet import compact as T
+from ..errors import ParquetFormatError, PmError, StorageError
+from ..prune.expr import parse
+from ..prune.arrow import filter_table
+from .ranges import DEFAULT_MAX_GAP, fetch, fetch_footer, plan
+from ..parquet.footer import parse_footer
 from .read_schema import schema_element  # noqa: F401  (moved; still importable from here)
 from .read_schema import ColumnSchemas, schema_key, strict_refusal
 from .table import open_table

@@ -18,11 +18,11 @@ from typing import Sequence
 import numpy as np
 
 from . import _thrift
-from . import layout as L
-from . import thrift as T
-from .desc import ByteRefs
-from .errors import ParquetFormatError
-from .thrift import SchemaElement
+from ..pm import layout as L
+from . import compact as T
+from ..pm.description import ByteRefs
+from ..errors import ParquetFormatError
+from .compact import SchemaElement
 
 __all__ = ["ParquetFooter", "Leaf", "SchemaElement", "read_footer", "parse_footer", "MAGIC", "TAIL_READ"]
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from . import layout as L
 from .crc import crc32
-from .desc import Description
-from .errors import CorruptFileError, PmError
+from .description import Description
+from ..errors import CorruptFileError, PmError
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import layout as L
-from .desc import Column
-from .errors import ParquetFormatError
+from ..pm import layout as L
+from ..pm.description import Column
+from ..errors import ParquetFormatError
 
 # Parquet ConvertedType values used below.
 CT_UTF8, CT_ENUM, CT_DECIMAL, CT_DATE = 0, 4, 5, 6

@@ -11,10 +11,10 @@ import os
 
 import numpy as np
 
-from . import layout as L
-from .errors import PmError
-from .reader import open as open_pm
-from .stats import KIND_BIGDEC, KIND_BYTES, ColumnStats, Schema, chunk_stats
+from ..pm import layout as L
+from ..errors import PmError
+from ..pm.reader import open as open_pm
+from ..prune.stats import KIND_BIGDEC, KIND_BYTES, ColumnStats, Schema, chunk_stats
 
 PM_NAME = "_pm"
 DATA_NAME = "data.parquet"
@@ -86,7 +86,7 @@ class _Group:
                 # column (one kernel call, not a numpy view per file) and decode them in one
                 # vectorised pass (the same per-row rules as column_stats).
                 # (The list of views is not kept: the group must not pin the mappings.)
-                from . import _prune
+                from ..prune import _bytes as _prune
 
                 rec = np.empty((self.n, L.CHUNK_SIZE), np.uint8)
                 _prune.gather_column([pm.chunks for _, pm in self.members], int(col), L.CHUNK_DTYPE, rec)
@@ -157,7 +157,7 @@ class Table:
         missing = [p for p in self.partitions if p not in self._metas]
         if self.filesystem is None or len(missing) < 2:
             return
-        from .reader import ParquetMeta
+        from ..pm.reader import ParquetMeta
 
         paths = {self.pm_path(p): p for p in missing}
         blobs = self.filesystem.cat(list(paths), on_error="raise")
@@ -184,8 +184,8 @@ class Table:
 
     def _group_masks(self, predicate):
         """[(group, mask over the group's concatenated row groups)]."""
-        from .expr import parse
-        from .prune import bind, evaluate
+        from ..prune.expr import parse
+        from ..prune.rules import bind, evaluate
 
         if isinstance(predicate, str):
             predicate = parse(predicate)

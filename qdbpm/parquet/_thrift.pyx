@@ -25,7 +25,7 @@ from libc.string cimport memcmp, memset
 
 import numpy as np
 
-from .errors import ParquetFormatError
+from ..errors import ParquetFormatError
 
 cdef enum:
     MAX_DEPTH = 64

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from .errors import PredicateError
+from ..errors import PredicateError
 
 OPS = ("==", "!=", "<", "<=", ">", ">=")
 NEGATE_OP = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}

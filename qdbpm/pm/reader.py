@@ -14,10 +14,10 @@ import os
 import numpy as np
 
 from . import layout as L
-from .bloom import _MAX_BLOCKS as SBBF_MAX_BLOCKS
+from ..bloom.sbbf import _MAX_BLOCKS as SBBF_MAX_BLOCKS
 from .crc import crc32
-from .desc import ByteRefs, Column, Description
-from .errors import ChecksumError, CorruptFileError, SnapshotNotFoundError, UnsupportedFeatureError
+from .description import ByteRefs, Column, Description
+from ..errors import ChecksumError, CorruptFileError, SnapshotNotFoundError, UnsupportedFeatureError
 
 SBBF_MAX_BYTES = L.SBBF_BLOCK_BYTES * SBBF_MAX_BLOCKS  # the largest filter the kernels probe
 
@@ -535,14 +535,14 @@ class ParquetMeta:
     def schema(self):
         sch = self._cache.get("schema")
         if sch is None:
-            from .stats import Schema
+            from ..prune.stats import Schema
 
             sch = self._cache["schema"] = Schema.of(self)
         return sch
 
     def column_stats(self, column):
         """Typed min/max/null-count arrays of one column over all row groups (cached)."""
-        from .stats import column_stats
+        from ..prune.stats import column_stats
 
         ct = self.schema.column(column) if isinstance(column, str) else self.schema.types[int(column)]
         key = ("stats", ct.index)
@@ -620,8 +620,8 @@ class ParquetMeta:
 
     def prune(self, predicate, *, parquet_file=None) -> np.ndarray:
         """Bool mask (row_group_count,): True where a row group may hold matching rows."""
-        from .expr import parse
-        from .prune import bind, evaluate
+        from ..prune.expr import parse
+        from ..prune.rules import bind, evaluate
 
         if isinstance(predicate, str):
             predicate = parse(predicate)
@@ -632,22 +632,22 @@ class ParquetMeta:
     def timestamp_find(self, ts) -> int:
         """Designated-timestamp lookup, docs/format.md#timestamp-lookup (2*rg+1 before rg, 2*(rg+1) inside,
         2*count+1 after the last); needs row groups sorted by the designated timestamp."""
-        from .prune import timestamp_find
+        from ..prune.rules import timestamp_find
 
         mins, maxs = self._dts_bounds()
         return timestamp_find(mins, maxs, int(ts), self.num_rows)
 
     def timestamp_range(self, lo, hi) -> tuple:
         """[first, last) row groups overlapping [lo, hi) of the designated timestamp."""
-        from .prune import timestamp_range
+        from ..prune.rules import timestamp_range
 
         mins, maxs = self._dts_bounds()
         live = np.asarray(self.num_rows) > 0
         return timestamp_range(np.where(live, mins, np.iinfo(np.int64).max), maxs, int(lo), int(hi))
 
     def _dts_bounds(self):
-        from .errors import PredicateError
-        from .stats import KIND_ANYSIGN, KIND_INT, KIND_UINT
+        from ..errors import PredicateError
+        from ..prune.stats import KIND_ANYSIGN, KIND_INT, KIND_UINT
 
         dts = self.designated_timestamp
         if dts < 0:
@@ -764,7 +764,7 @@ def open(pm_path, *, parquet_size=None, verify=True, filesystem=None) -> Parquet
         except FileNotFoundError:
             raise
         except OSError as e:
-            from .errors import StorageError
+            from ..errors import StorageError
 
             raise StorageError(f"{pm_path}: cannot fetch: {e}") from e
         return ParquetMeta(pm_path, parquet_size=parquet_size, verify=verify, data=data)

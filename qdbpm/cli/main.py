@@ -11,10 +11,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-from . import layout as L
-from .errors import PmError
-from .reader import open as open_pm
-from .types import decode_stat
+from ..pm import layout as L
+from ..errors import PmError
+from ..pm.reader import open as open_pm
+from .display import decode_stat
 
 
 class _Parser(argparse.ArgumentParser):
@@ -178,7 +178,7 @@ def find_parquet_files(paths):
 
 
 def _generate_one(job):
-    from .generate import generate
+    from ..sync.generate import generate
 
     path, bloom = job
     try:
@@ -245,8 +245,8 @@ def cmd_generate(args):
 
 
 def cmd_prune(args):
-    from .expr import parse
-    from .table import open_table
+    from ..prune.expr import parse
+    from ..table.table import open_table
 
     pred = parse(args.where)
     with open_table(args.table_dir) as table:

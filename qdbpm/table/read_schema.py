@@ -22,9 +22,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import layout as L
-from . import thrift as T
-from .errors import ParquetFormatError, PmError, StorageError
+from ..pm import layout as L
+from ..parquet import compact as T
+from ..errors import ParquetFormatError, PmError, StorageError
 
 ARROW_SCHEMA_KEY = "ARROW:schema"
 CT_UTF8, CT_DECIMAL = 0, 5

@@ -24,7 +24,7 @@ import struct as _struct
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .errors import ParquetFormatError
+from ..errors import ParquetFormatError
 
 __all__ = [
     "T",

@@ -1,0 +1,1 @@
+"""Parquet: the Thrift compact codec and its Cython fast path, footers, QuestDB type inference."""

@@ -1,0 +1,1 @@
+"""The `_pm` format: byte layout, descriptions, reader, writer, compaction, CRC."""

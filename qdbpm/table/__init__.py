@@ -1,0 +1,1 @@
+"""Tables: partitions, byte-range plans and fetches, reads of surviving chunks."""

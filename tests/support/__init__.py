@@ -1,0 +1,1 @@
+"""Test support code: oracles, strategies, servers, harnesses."""
