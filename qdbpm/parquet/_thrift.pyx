@@ -232,6 +232,35 @@ _LOGICAL_REQUIRED = {
     18: (b"GeographyType", []),
 }
 
+# The C constants above as Python values, for tests/parquet/test_thrift_constants.py to check
+# against their Python homes (qdbpm.parquet.constants / compact, pm.layout). Field ids are
+# literals in the parse functions below; the per-struct wire type masks say which ids are known.
+CONSTANTS = {
+    "wire_types": {"STOP": CT_STOP, "BOOL": CT_TRUE, "BOOL_FALSE": CT_FALSE, "BYTE": CT_BYTE, "I16": CT_I16,
+                   "I32": CT_I32, "I64": CT_I64, "DOUBLE": CT_DOUBLE, "BINARY": CT_BINARY, "LIST": CT_LIST,
+                   "SET": CT_SET, "MAP": CT_MAP, "STRUCT": CT_STRUCT},
+    "type_names": _TYPE_NAMES,
+    "MAX_DEPTH": MAX_DEPTH,
+    "MAX_CODEC": MAX_CODEC,
+    "MAX_PHYSICAL_TYPE": MAX_PHYSICAL_TYPE,
+    "physical_type_names": _PHYS_NAMES,
+    "logical_empty": _LOGICAL_EMPTY,
+    "logical_with_fields": {k: v[0].decode() for k, v in _LOGICAL_REQUIRED.items()},
+    "time_units": _TIME_UNITS,
+    "encoding_bits": ENCODING_BITS,
+    "stat_bits": STAT_BITS,
+    "wire_masks": {
+        "FileMetaData": [FMD_W[i] for i in range(10)], "RowGroup": [RG_W[i] for i in range(8)],
+        "ColumnChunk": [CC_W[i] for i in range(10)], "ColumnMetaData": [CMD_W[i] for i in range(16)],
+        "Statistics": [ST_W[i] for i in range(10)], "SchemaElement": [SE_W[i] for i in range(11)],
+        "KeyValue": [KV_W[i] for i in range(3)], "SortingColumn": [SC_W[i] for i in range(4)],
+        "DecimalType": [LT_W[5][i] for i in range(3)], "TimeType": [LT_W[7][i] for i in range(3)],
+        "TimestampType": [LT_W[8][i] for i in range(3)], "IntType": [LT_W[10][i] for i in range(3)],
+        "VariantType": [LT_W[16][i] for i in range(3)], "GeometryType": [LT_W[17][i] for i in range(3)],
+        "GeographyType": [LT_W[18][i] for i in range(3)],
+    },
+}
+
 
 @cython.final
 cdef class _Parser:

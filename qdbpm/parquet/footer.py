@@ -5,13 +5,13 @@ checks the magic and lengths, and `parse_footer` runs the Cython kernel `_thrift
 Thrift bytes. The result, `ParquetFooter`, holds per-chunk fields as (row groups, leaf columns)
 numpy arrays and min/max statistics as spans into the footer buffer, so a 10,000-row-group
 footer costs no Python object per chunk. This module owns the checks that need the whole
-picture: the schema tree, chunk types against leaves, paths, and byte ranges inside the file.
+picture: the schema tree (`leaves`), chunk types against leaves, paths, and byte ranges inside
+the file.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Sequence
 
@@ -19,50 +19,23 @@ import numpy as np
 
 from . import _thrift
 from ..pm import layout as L
-from . import compact as T
 from ..pm.description import ByteRefs
 from ..errors import ParquetFormatError
-from .compact import SchemaElement
+from .build import ColumnChunkSpec, RowGroupSpec, SchemaElement, build_file_metadata
+from .compact import T, decode_struct, decode_value
+from .constants import MAGIC, MAGIC_ENCRYPTED, SE_NUM_CHILDREN
+from .leaves import at_footer_byte, build_leaves
+from .splice import append_footer
 
-__all__ = ["ParquetFooter", "Leaf", "SchemaElement", "read_footer", "parse_footer", "MAGIC", "TAIL_READ"]
+__all__ = ["ParquetFooter", "read_footer", "parse_footer", "TAIL_READ"]
 
-MAGIC = b"PAR1"
-MAGIC_ENCRYPTED = b"PARE"  # files whose footer is encrypted
 TAIL_READ = 64 * 1024  # speculative tail read: most footers fit, so one round trip
-
-REPETITION_VECTOR = 3  # parquet.thrift FieldRepetitionType VECTOR (new; not supported)
 
 # The kernel writes CHUNK_DTYPE records itself; make sure it agrees with layout.py.
 assert tuple((n, L.CHUNK_DTYPE.fields[n][1], L.CHUNK_DTYPE[n].itemsize) for n in L.CHUNK_DTYPE.names) == (
     _thrift.CHUNK_LAYOUT
 ), "qdbpm._thrift.ChunkRec does not match layout.CHUNK_DTYPE"
 _NATIVE_CHUNK_DTYPE = L.CHUNK_DTYPE.newbyteorder("=")
-
-
-@dataclass(frozen=True)
-class Leaf:
-    """A leaf (primitive) column, in schema order; `path` is its path_in_schema.
-
-    repetition: 0 required, 1 optional, 2 repeated (of the leaf itself); max_def_level and
-    max_rep_level follow from its ancestors. logical_type: see `SchemaElement`.
-    """
-
-    path: tuple
-    schema_index: int
-    physical_type: int
-    type_length: int | None
-    repetition: int
-    max_def_level: int
-    max_rep_level: int
-    converted_type: int | None
-    logical_type: tuple | None
-    scale: int | None
-    precision: int | None
-    field_id: int | None
-
-    @property
-    def name(self) -> str:
-        return ".".join(self.path)
 
 
 def _decode_name(raw: bytes, index: int) -> str:
@@ -75,72 +48,6 @@ def _decode_name(raw: bytes, index: int) -> str:
 def _text(raw: bytes | None) -> str | None:
     # Metadata strings are kept losslessly even when they are not UTF-8.
     return None if raw is None else raw.decode("utf-8", "surrogateescape")
-
-
-def _where(at: int | None, base: int) -> str:
-    if at is None:
-        return ""
-    return f" at footer byte {at}" + (f" (file offset {base + at})" if base > 0 else "")
-
-
-def build_leaves(schema: Sequence[SchemaElement], spans=None, base: int = 0) -> list[Leaf]:
-    """Leaves of the flat depth-first schema, validating the tree.
-
-    As in parquet-cpp, an element is a group when num_children > 0 and a leaf otherwise (a
-    leaf must have a physical type); the root is always a group. `spans` (each element's byte
-    span in the footer) and `base` (the footer's file offset) locate errors.
-    """
-
-    def fail(what: str, i: int | None, corrupt: bool = True):
-        at = spans[i][0] if spans is not None and i is not None and i < len(spans) else None
-        prefix = "corrupt Parquet footer: " if corrupt else ""
-        raise ParquetFormatError(f"{prefix}{what}{_where(at, base)}")
-
-    if not schema:
-        fail("the schema is empty (no root element)", None)
-    leaves: list[Leaf] = []
-    root = schema[0]
-    if root.num_children is not None and root.num_children < 0:
-        fail(f"schema root has num_children {root.num_children}", 0)
-    # Iterative walk: (children left, def level, rep level, path) per open group.
-    stack = [[root.num_children or 0, 0, 0, ()]]
-    i = 1
-    n = len(schema)
-    while stack:
-        if stack[-1][0] == 0:
-            stack.pop()
-            continue
-        stack[-1][0] -= 1
-        if i >= n:
-            fail(f"schema has {n} elements but its num_children counts need more", 0)
-        el = schema[i]
-        _, dl, rl, path = stack[-1]
-        rep = el.repetition_type
-        if rep is None:
-            fail(f"schema element {i} ({el.name!r}) has no repetition_type", i)
-        if rep == REPETITION_VECTOR:
-            fail(f"schema element {i} ({el.name!r}) has VECTOR repetition, which is not supported", i, False)
-        if not 0 <= rep <= 2:
-            fail(f"schema element {i} ({el.name!r}) has repetition_type {rep}", i)
-        dl += rep != L.REPETITION_REQUIRED
-        rl += rep == L.REPETITION_REPEATED
-        path = path + (el.name,)
-        if el.num_children is not None and el.num_children < 0:
-            fail(f"schema element {i} ({el.name!r}) has num_children {el.num_children}", i)
-        if el.num_children:
-            stack.append([el.num_children, dl, rl, path])
-        else:
-            if el.type is None or not 0 <= el.type <= L.PHYSICAL_TYPE_MAX:
-                fail(f"schema leaf {i} ({el.name!r}) has "
-                     + ("no physical type" if el.type is None else f"invalid physical type {el.type}"), i)
-            if el.type == L.PT_FIXED_LEN_BYTE_ARRAY and (el.type_length is None or el.type_length < 0):
-                fail(f"FIXED_LEN_BYTE_ARRAY leaf {i} ({el.name!r}) has no valid type_length", i)
-            leaves.append(Leaf(path, i, el.type, el.type_length, rep, dl, rl, el.converted_type,
-                               el.logical_type, el.scale, el.precision, el.field_id))
-        i += 1
-    if i != n:
-        fail(f"schema has {n} elements but the tree under the root covers {i}", 0)
-    return leaves
 
 
 class ParquetFooter:
@@ -196,7 +103,7 @@ class ParquetFooter:
         if out["C"] >= 0 and out["C"] != C:
             raise ParquetFormatError(
                 f"corrupt Parquet footer: row groups have {out['C']} column chunks but the schema has {C} leaf columns"
-                + _where(int(out["rg_spans"][0, 0]), footer_offset)
+                + at_footer_byte(int(out["rg_spans"][0, 0]), footer_offset)
             )
         g = out["rg"]
         self.rg_num_rows, self.rg_total_byte_size, self.rg_file_offset = g[0], g[1], g[2]
@@ -256,7 +163,7 @@ class ParquetFooter:
                 raise ParquetFormatError(
                     f"corrupt Parquet footer: row group 0, column chunk {c} ({leaf.name}): ColumnMetaData.type "
                     f"{L.PHYSICAL_TYPE_NAMES[t]} but the schema leaf is {L.PHYSICAL_TYPE_NAMES[leaf.physical_type]}"
-                    + _where(int(self.rg_spans[0, 0]), self.footer_offset)
+                    + at_footer_byte(int(self.rg_spans[0, 0]), self.footer_offset)
                 )
         # Row group 0's paths against the leaves; later row groups whose path bytes differ from
         # row group 0's (the kernel compared the rest) are decoded and judged one by one.
@@ -269,18 +176,18 @@ class ParquetFooter:
             r = int(np.searchsorted(self.sort_offsets, k, "right")) - 1
             raise ParquetFormatError(f"corrupt Parquet footer: row group {r} sorts by column "
                                      f"{int(self.sort_column_idx[k])} but there are only {C} leaf columns"
-                                     + _where(int(self.rg_spans[r, 0]), self.footer_offset))
+                                     + at_footer_byte(int(self.rg_spans[r, 0]), self.footer_offset))
 
     @staticmethod
     def _decode_path(raw: bytes) -> tuple:
-        lst = T._Decoder(raw, 0, None).value(T.T.LIST, 0, False)
+        lst = decode_value(raw, T.LIST)[0]
         return tuple(_text(p) for p in lst.values)
 
     def _check_path(self, r, c, path, at):
         if path != self.leaves[c].path:
             raise ParquetFormatError(f"corrupt Parquet footer: row group {r}, column chunk {c}: path_in_schema "
                                      f"{'.'.join(path)!r} does not match schema leaf {self.leaves[c].name!r}"
-                                     + _where(at, self.footer_offset))
+                                     + at_footer_byte(at, self.footer_offset))
 
     # --- views ----------------------------------------------------------------------------------
 
@@ -329,9 +236,9 @@ class ParquetFooter:
 
     def append_footer(self, new_meta: bytes, offset_delta: int) -> bytes:
         """This footer with the row groups of another one (same schema) appended, their offsets
-        moved by `offset_delta`; the old row groups are copied as raw bytes (thrift.append_footer,
+        moved by `offset_delta`; the old row groups are copied as raw bytes (splice.append_footer,
         without walking them again)."""
-        return T.append_footer(self.buffer[: self.metadata_length], new_meta, offset_delta=offset_delta,
+        return append_footer(self.buffer[: self.metadata_length], new_meta, offset_delta=offset_delta,
                                old_fields=self.fields)
 
     # --- footers for other files ------------------------------------------------------------------
@@ -340,7 +247,7 @@ class ParquetFooter:
         """The schema elements as Thrift Structs decoded from the footer (exact, unknown logical
         types included), pruned to the given leaves and their ancestors with num_children fixed."""
         raw = self.buffer.tobytes()
-        structs = [T.decode_struct(raw, s)[0] for s, _ in self.schema_spans]
+        structs = [decode_struct(raw, s)[0] for s, _ in self.schema_spans]
         if leaf_indices is None:
             return structs
         keep = {0}
@@ -357,8 +264,8 @@ class ParquetFooter:
         out = []
         for i in sorted(keep):
             s = structs[i]
-            if s.typed(5, T.T.I32, 0) > 0 or i == 0:  # num_children (mistyped: absent, a leaf)
-                s.set(5, T.T.I32, children[i])
+            if s.typed(SE_NUM_CHILDREN, T.I32, 0) > 0 or i == 0:  # mistyped: absent, a leaf
+                s.set(SE_NUM_CHILDREN, T.I32, children[i])
             out.append(s)
         return out
 
@@ -376,7 +283,7 @@ class ParquetFooter:
 
     def synthesize(self, row_groups: Sequence[int], columns: Sequence[int], chunk_starts,
                    *, key_value_metadata=None) -> bytes:
-        """FileMetaData (Thrift bytes; frame with `thrift.frame_footer`) for a new file holding only
+        """FileMetaData (Thrift bytes; frame with `build.frame_footer`) for a new file holding only
         the chunks of `columns` (leaf indices, ascending) in `row_groups`, where chunk (i, j) now
         starts at chunk_starts[i][j] (its new byte_range_start; page offsets move with it).
 
@@ -396,7 +303,7 @@ class ParquetFooter:
                 base = int(self.chunks["byte_range_start"][r, c])
                 shift = int(starts[i, j]) - base
                 d = int(self.dictionary_page_offset[r, c])
-                specs.append(T.ColumnChunkSpec(
+                specs.append(ColumnChunkSpec(
                     type=int(self.physical_types[r, c]),
                     path=self.leaves[c].path,
                     codec=int(self.chunks["codec"][r, c]),
@@ -407,14 +314,14 @@ class ParquetFooter:
                     dictionary_page_offset=d + shift if d >= 0 else None,
                     encodings=self.encodings(r, c),
                 ))
-            rgs.append(T.RowGroupSpec(columns=specs, num_rows=int(self.rg_num_rows[r])))
+            rgs.append(RowGroupSpec(columns=specs, num_rows=int(self.rg_num_rows[r])))
         if key_value_metadata is None:
             every = len(cols) == self.column_count
             key_value_metadata = [(k, v) for k, v in self.key_value_metadata if every or k != "ARROW:schema"]
         orders = None
         if self.column_orders is not None and len(self.column_orders) == self.column_count:
             orders = [self.column_orders[c] for c in cols]
-        return T.build_file_metadata(
+        return build_file_metadata(
             self.schema_structs(cols), rgs, version=self.version, created_by=self.created_by,
             key_value_metadata=key_value_metadata, column_orders=orders,
         )

@@ -13,15 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..pm import layout as L
+from ..pm import qdb_types as Q
 from ..pm.description import Column
 from ..errors import ParquetFormatError
-
-# Parquet ConvertedType values used below.
-CT_UTF8, CT_ENUM, CT_DECIMAL, CT_DATE = 0, 4, 5, 6
-CT_TIMESTAMP_MILLIS, CT_TIMESTAMP_MICROS = 9, 10
-CT_UINT_8, CT_UINT_16, CT_UINT_32, CT_UINT_64 = 11, 12, 13, 14
-CT_INT_8, CT_INT_16 = 15, 16
-CT_JSON = 19
+from .constants import (
+    CT_DATE, CT_DECIMAL, CT_ENUM, CT_INT_8, CT_INT_16, CT_JSON, CT_TIMESTAMP_MICROS, CT_TIMESTAMP_MILLIS,
+    CT_UINT_32, CT_UINT_64, CT_UTF8,
+)
 
 
 @dataclass(frozen=True)
@@ -32,24 +30,6 @@ class SchemaMapping:
     sorting_is_dts_asc: bool
     unused_bytes: int
     questdb: bool  # the file carried QuestDB's own metadata
-
-
-def _decimal_tag(precision: int) -> int:
-    for tag, max_p in ((L.QDB_DECIMAL8, 2), (L.QDB_DECIMAL16, 4), (L.QDB_DECIMAL32, 9), (L.QDB_DECIMAL64, 18),
-                       (L.QDB_DECIMAL128, 38), (L.QDB_DECIMAL256, 76)):
-        if precision <= max_p:
-            return tag
-    return -1
-
-
-_DECIMAL_BY_WIDTH = {1: L.QDB_DECIMAL8, 2: L.QDB_DECIMAL16, 4: L.QDB_DECIMAL32, 8: L.QDB_DECIMAL64,
-                     16: L.QDB_DECIMAL128, 32: L.QDB_DECIMAL256}
-
-
-def _decimal_code(tag: int, precision: int, scale: int) -> int:
-    if tag < 0:
-        return -1
-    return tag | (precision & 0x3FF) << L.QDB_DECIMAL_PRECISION_SHIFT | (scale & 0x3F) << L.QDB_DECIMAL_SCALE_SHIFT
 
 
 def infer_type(leaf) -> int:
@@ -64,15 +44,9 @@ def infer_type(leaf) -> int:
     kind = lt[0] if lt else None
     if kind == "DECIMAL" or ct == CT_DECIMAL:
         scale, precision = (lt[1], lt[2]) if kind == "DECIMAL" else (leaf.scale or 0, leaf.precision or 0)
-        if pt == L.PT_INT32:
-            tag = L.QDB_DECIMAL32
-        elif pt == L.PT_INT64:
-            tag = L.QDB_DECIMAL64
-        elif pt == L.PT_FIXED_LEN_BYTE_ARRAY:
-            tag = _DECIMAL_BY_WIDTH.get(leaf.type_length, _decimal_tag(precision))
-        else:
-            tag = _decimal_tag(precision)
-        return _decimal_code(tag, precision, scale)
+        # DECIMAL32 / 64 on INT32 / 64, DECIMALn by byte width on FLBA, else by precision
+        width = {L.PT_INT32: 4, L.PT_INT64: 8, L.PT_FIXED_LEN_BYTE_ARRAY: leaf.type_length}.get(pt)
+        return Q.decimal_code(Q.decimal_tag(precision, width), precision, scale)
     if pt == L.PT_BOOLEAN:
         return L.QDB_BOOLEAN
     if pt == L.PT_FLOAT:
@@ -147,7 +121,7 @@ def _json_int(v, lo, hi) -> int:
     return v
 
 
-def _common_sorting(footer):
+def common_sorting(footer):
     """Sorting columns shared by every row group, or [] when they disagree or are absent.
 
     Vectorised over the footer's CSR arrays: building a Python list per row group
@@ -170,7 +144,7 @@ def _common_sorting(footer):
 
 def map_schema(footer) -> SchemaMapping:
     leaves = footer.leaves
-    sorting = _common_sorting(footer)
+    sorting = common_sorting(footer)
     descending = {c for c, desc, _ in sorting if desc}
     qdb = _questdb_json(footer)
     if qdb is not None and len(qdb["schema"]) != len(leaves):
