@@ -2,12 +2,12 @@
 # Byte-string stat kernels for pruning: R optional values packed in one buffer, value i being
 # data[offsets[i] : offsets[i] + lengths[i]]. Order is Python's bytes order (unsigned
 # lexicographic, a proper prefix first). GIL released; shapes and every (offset, length) were
-# validated by qdbpm.stats.ByteValues (bounds checks are off here).
+# validated by qdbpm.prune.stats.ByteValues (bounds checks are off here).
 
 from libc.stdint cimport int8_t, int64_t, uint8_t
 from libc.string cimport memcmp, memcpy
 
-# Operator codes of compare_literal (qdbpm.stats.BYTE_OPS maps "<", "<=", ... to these).
+# Operator codes of compare_literal (qdbpm.prune.stats.BYTE_OPS maps "<", "<=", ... to these).
 cdef enum:
     OP_LT = 0
     OP_LE = 1

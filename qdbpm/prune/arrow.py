@@ -8,41 +8,33 @@ one against a representable value, so results match the semantics in `expr`'s do
 from __future__ import annotations
 
 import decimal
-import math
 import uuid
-from fractions import Fraction
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import expr as E
+from .literals import ALWAYS, NEVER, Domain, bad_literal, int_bound, literal, not_boolean, out_of_range
+from .names import Names
 from ..errors import PredicateError
+from ..pm.qdb_types import KIND_BYTES, KIND_FLOAT, KIND_INT
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
 _EXACT = decimal.Context(prec=100)
 
-_UNIT_PER_SECOND = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
-
-
-class _Col:
-    """Just enough of stats.ColumnType for prune.literal's temporal conversion."""
-
-    def __init__(self, name, unit):
-        self.name, self.unit, self.type_code, self.physical_type = name, unit, -1, 0
-
 
 def _field_ref(name, schema, exact=True):
-    """(field reference, Arrow type) of the column `name` refers to, by expr.Names' rules (the
+    """(field reference, Arrow type) of the column `name` refers to, by names.Names' rules (the
     same as pruning's), else of a struct field path "a.b" whose every part follows them."""
-    names = E.Names(schema.names)
+    names = Names(schema.names)
     i = names.find(name, exact)
     if i is not None:
         return pc.field(schema.names[i]), schema.field(i).type
     parts, path, t = name.split("."), [], schema
     for p in parts if len(parts) > 1 else ():
         fields = list(t) if isinstance(t, pa.Schema) or pa.types.is_struct(t) else []
-        k = E.Names([f.name for f in fields]).find(p, exact)
+        k = Names([f.name for f in fields]).find(p, exact)
         if k is None:
             break
         path.append(fields[k].name)
@@ -66,93 +58,57 @@ def _int_range(t):
     return -(1 << 63), (1 << 63) - 1
 
 
-def _exact(value, t, name):
-    """The literal as an exact Fraction (or float NaN/inf) in the column's integer units."""
-    from .rules import _datetime_units, _number
-
-    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
-        if pa.types.is_date32(t):
-            unit = "days"
-        elif pa.types.is_date64(t):
-            unit = "ms"
-        else:
-            unit = t.unit
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return Fraction(value)
-        ct = _Col(name, unit)
-        if unit == "s":
-            ct.unit = "ms"
-            return _datetime_units(ct, value) / 1000
-        return _datetime_units(ct, value)
-    ct = _Col(name, None)
-    if isinstance(value, str):
-        try:
-            value = decimal.Decimal(value.strip())
-        except decimal.InvalidOperation:
-            raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})") from None
-    try:
-        q = _number(ct, value)
-    except PredicateError:
-        raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})") from None
-    if pa.types.is_decimal(t):
-        if isinstance(value, float) and math.isfinite(value):
-            q = Fraction(decimal.Decimal(repr(value)))  # 0.02 means the decimal 0.02
-        if isinstance(q, Fraction):
-            q = q * 10**t.scale
-    return q
+def _is_temporal(t):
+    return pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t)
 
 
-def _int_cmp(ref, t, op, q, scalar_of):
+def _is_int_valued(t):
+    return pa.types.is_integer(t) or pa.types.is_decimal(t) or _is_temporal(t)
+
+
+def _domain(name, t) -> Domain:
+    """How a literal maps into an integer-valued (integers, decimals, temporal types, booleans as
+    0 / 1) or floating Arrow column's values (prune.literals)."""
+    if pa.types.is_floating(t):
+        return Domain(name, str(t), KIND_FLOAT)
+    unit = scale = None
+    if pa.types.is_date32(t):
+        unit = "days"
+    elif pa.types.is_date64(t):
+        unit = "ms"
+    elif _is_temporal(t):
+        unit = t.unit
+    elif pa.types.is_decimal(t):
+        scale = t.scale
+    return Domain(name, str(t), KIND_INT, unit=unit, scale=scale, boolean=pa.types.is_boolean(t))
+
+
+def _int_cmp(ref, t, op, q):
     """ref op q for an integer-valued column, q exact; rewritten to stay representable."""
-    lo, hi = _int_range(t)
-    if isinstance(q, float):  # NaN / inf
-        if math.isnan(q):
-            return _false_unless_null(ref, t, op == "!=")
-        q_ok = (op in ("<", "<=", "!=")) == (q > 0)
-        return _false_unless_null(ref, t, q_ok if op != "==" else False)
-    # Normalise to <=, >=, ==, != against an integer.
-    if op == "<":
-        op, k = "<=", math.ceil(q) - 1
-    elif op == "<=":
-        k = math.floor(q)
-    elif op == ">":
-        op, k = ">=", math.floor(q) + 1
-    elif op == ">=":
-        k = math.ceil(q)
-    else:
-        if q.denominator != 1:
-            return _false_unless_null(ref, t, op == "!=")
-        k = int(q)
-    if op == "<=":
-        if k >= hi:
-            return _false_unless_null(ref, t, True)
-        if k < lo:
-            return _false_unless_null(ref, t, False)
-        return ref <= scalar_of(k)
-    if op == ">=":
-        if k <= lo:
-            return _false_unless_null(ref, t, True)
-        if k > hi:
-            return _false_unless_null(ref, t, False)
-        return ref >= scalar_of(k)
-    if not lo <= k <= hi:
-        return _false_unless_null(ref, t, op == "!=")
-    return (ref == scalar_of(k)) if op == "==" else (ref != scalar_of(k))
+    c = int_bound(op, q)
+    if c == ALWAYS or c == NEVER:
+        return _false_unless_null(ref, c == ALWAYS)
+    truth = out_of_range(op, c, *_int_range(t))
+    if truth is not None:
+        return _false_unless_null(ref, truth)
+    return _apply(ref, op, _scalar(t, c))
 
 
-def _false_unless_null(ref, t, truth: bool):
+def _false_unless_null(ref, truth: bool):
     """TRUE (or FALSE) for every non-null value and null for nulls, like a real comparison."""
     valid = pc.is_valid(ref)
     return pc.if_else(valid, pa.scalar(truth), pa.scalar(None, pa.bool_()))
 
 
-def _scalar_factory(t):
+def _scalar(t, k: int):
+    """The value of integer k (in the column's units) as a scalar of type t."""
     if pa.types.is_decimal(t):
-        return lambda k: pa.scalar(decimal.Decimal(k).scaleb(-t.scale, _EXACT), t)
-    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
-        return lambda k: pa.scalar(k, pa.int64()).cast(t) if not pa.types.is_date32(t) and not pa.types.is_time32(t) \
-            else pa.scalar(k, pa.int32()).cast(t)
-    return lambda k: pa.scalar(k, t)
+        return pa.scalar(decimal.Decimal(k).scaleb(-t.scale, _EXACT), t)
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return pa.scalar(k, pa.int32()).cast(t)
+    if _is_temporal(t):
+        return pa.scalar(k, pa.int64()).cast(t)
+    return pa.scalar(k, t)
 
 
 def _leaf_cmp(name, op, value, schema, exact=True):
@@ -168,35 +124,26 @@ def _leaf_cmp(name, op, value, schema, exact=True):
             return _apply(ref, op, pa.scalar(bool(value)))
         # A number compares with FALSE / TRUE as 0 / 1 (as pruning does, and DuckDB).
         i8 = pa.int8()
-        return _int_cmp(ref.cast(i8), i8, op, _exact(value, i8, name), _scalar_factory(i8))
+        return _int_cmp(ref.cast(i8), i8, op, literal(_domain(name, t), value))
     if isinstance(value, (bool, np.bool_)):
-        from .rules import not_boolean
-
         raise not_boolean(name, str(t))
-    if (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)
-            or pa.types.is_time(t) or pa.types.is_duration(t)):
-        return _int_cmp(ref, t, op, _exact(value, t, name), _scalar_factory(t))
+    if _is_int_valued(t):
+        return _int_cmp(ref, t, op, literal(_domain(name, t), value))
     if pa.types.is_floating(t):
-        q = _exact(value, t, name)
+        q = literal(_domain(name, t), value)
         return _apply(ref, op, pa.scalar(float(q), pa.float64()))
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         if isinstance(value, bytes):
             ref = ref.cast(pa.large_binary())
             return _apply(ref, op, pa.scalar(value, pa.large_binary()))
         if not isinstance(value, str):
-            raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})")
+            raise bad_literal(Domain(name, str(t), KIND_BYTES), value)
         return _apply(ref, op, pa.scalar(value, t))
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) \
             or pa.types.is_binary_view(t):
-        if isinstance(value, str):
-            value = value.encode("utf-8")
-        if isinstance(value, uuid.UUID):
-            value = value.bytes
-        if not isinstance(value, (bytes, bytearray)):
-            raise PredicateError(f"literal {value!r} does not fit column {name!r} ({t})")
         if pa.types.is_fixed_size_binary(t):
             ref = ref.cast(pa.binary())
-        return _apply(ref, op, pa.scalar(bytes(value), pa.binary()))
+        return _apply(ref, op, pa.scalar(literal(Domain(name, str(t), KIND_BYTES), value), pa.binary()))
     raise PredicateError(f"column {name!r} of type {t} cannot be compared")
 
 
@@ -255,9 +202,8 @@ def _ordered_key(name, value, schema, exact=True):
         t = t.storage_type
     if pa.types.is_dictionary(t):
         t = t.value_type
-    if (pa.types.is_integer(t) or pa.types.is_decimal(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)
-            or pa.types.is_time(t) or pa.types.is_duration(t) or pa.types.is_floating(t)):
-        return _exact(value, t, name)  # Fraction, or float for NaN / inf
+    if _is_int_valued(t) or pa.types.is_floating(t):
+        return literal(_domain(name, t), value)  # Fraction, or float for NaN / inf
     if isinstance(value, str):
         return value.encode("utf-8")
     if isinstance(value, uuid.UUID):

@@ -1,8 +1,9 @@
 """Typed per-column statistics over all row groups of a `_pm` snapshot, decoded once and cached.
 
-The slot bytes are Parquet-native; the comparison domain comes from the physical type and the
-QuestDB type code. Anything whose order qdbpm cannot be sure of gets KIND_NONE: no min/max
-pruning for it, only null-count rules.
+The slot bytes are Parquet-native (pm.stat_decode reads them); how they compare comes from the
+physical type and the QuestDB type code (pm.qdb_types.comparison_kind, whose KIND_* names are
+used here). A column whose order qdbpm cannot be sure of gets KIND_NONE: no min/max pruning for
+it, only null-count rules.
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ from functools import cached_property
 
 import numpy as np
 
+from . import _bytes
+from .names import Names
+from .literals import Domain
 from ..pm import layout as L
-
-KIND_NONE = "none"  # order unknown (INT96, unsigned 64-bit, FLOAT16, unknown types, repeated leaves)
-KIND_INT = "int"  # signed integers as int64 (INT32 sign-extended; BOOLEAN as 0/1)
-KIND_UINT = "uint"  # IPv4: INT32 compared unsigned, as int64 0..2^32-1
-KIND_FLOAT = "float"  # FLOAT / DOUBLE as float64
-KIND_BYTES = "bytes"  # BYTE_ARRAY / FLBA: unsigned lexicographic, Python bytes
-KIND_BIGDEC = "bigdec"  # FLBA / BYTE_ARRAY decimals: signed big-endian, Python ints
-KIND_ANYSIGN = "anysign"  # INT32 / INT64 with no QuestDB type (e.g. unsigned 64-bit): signed or unsigned
+from ..pm import qdb_types as Q
+from ..pm import stat_decode as SD
+from ..pm.description import ByteRefs
+from ..pm.qdb_types import KIND_ANYSIGN, KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT, KIND_NONE, KIND_UINT
 
 
 @dataclass(frozen=True)
@@ -39,54 +39,24 @@ class ColumnType:
     nullable: bool
     repeated: bool
 
-    @property
-    def tag(self) -> int:
-        return L.qdb_type_tag(self.type_code)
+    @cached_property
+    def domain(self) -> Domain:
+        """What binding a literal to this column needs (prune.literals)."""
+        return Domain(self.name, f"{Q.type_name(self.type_code)} on {L.PHYSICAL_TYPE_NAMES[self.physical_type]}",
+                      self.kind, self.unit, self.scale, Q.value_form(self.type_code),
+                      self.physical_type == L.PT_BOOLEAN)
 
 
 def column_type(pm_columns, names, i) -> ColumnType:
     c = pm_columns[i]
-    pt, tc = int(c["physical_type"]), int(c["type"])
+    pt, tc, flba = int(c["physical_type"]), int(c["type"]), int(c["fixed_byte_len"])
     rep = int(c["max_rep_level"]) > 0
     nullable = L.flags_repetition(int(c["flags"])) != L.REPETITION_REQUIRED or int(c["max_def_level"]) > 0
-    tag = L.qdb_type_tag(tc)
-    unit = scale = None
-    kind = KIND_NONE
-    is_dec = L.QDB_DECIMAL8 <= tag <= L.QDB_DECIMAL256
-    if is_dec:
-        scale = (tc >> L.QDB_DECIMAL_SCALE_SHIFT) & 0x3F
-    if tc < 0:
-        if pt in (L.PT_FLOAT, L.PT_DOUBLE):
-            kind = KIND_FLOAT
-        elif pt == L.PT_BYTE_ARRAY or (pt == L.PT_FIXED_LEN_BYTE_ARRAY and int(c["fixed_byte_len"]) not in (2, 12)):
-            # Plain binary orders as unsigned bytes. FLBA(2) may be FLOAT16 and FLBA(12) INTERVAL,
-            # whose orders differ, and the _pm cannot tell: those get no min/max pruning.
-            kind = KIND_BYTES
-        elif pt in (L.PT_INT32, L.PT_INT64):
-            # No type: signedness unknown (unsigned 64-bit maps here). Pruning evaluates both
-            # readings and keeps a row group if either may match, which is sound either way.
-            kind = KIND_ANYSIGN
-    elif pt == L.PT_BOOLEAN:
-        kind = KIND_INT
-    elif pt in (L.PT_INT32, L.PT_INT64):
-        kind = KIND_UINT if tag == L.QDB_IPV4 and pt == L.PT_INT32 else KIND_INT
-        if tag == L.QDB_DATE:
-            unit = "days" if pt == L.PT_INT32 else "ms"
-        elif tag == L.QDB_TIMESTAMP:
-            unit = "ns" if tc & L.QDB_FLAG_TIMESTAMP_NANOS else "us"
-    elif pt in (L.PT_FLOAT, L.PT_DOUBLE):
-        kind = KIND_FLOAT
-    elif pt == L.PT_FIXED_LEN_BYTE_ARRAY:
-        if is_dec:
-            kind = KIND_BIGDEC
-        elif tag in (L.QDB_UUID, L.QDB_LONG128, L.QDB_LONG256):
-            kind = KIND_BYTES
-    elif pt == L.PT_BYTE_ARRAY:
-        kind = KIND_BIGDEC if is_dec else KIND_BYTES
-    # INT96 stays KIND_NONE: Parquet leaves its sort order undefined, so its stats are not bounds.
+    kind = Q.comparison_kind(tc, pt, flba)
     if rep:
         kind = KIND_NONE  # a predicate on a list leaf is not a predicate on its values one by one
-    return ColumnType(names[i], i, pt, tc, int(c["fixed_byte_len"]), kind, unit, scale, nullable, rep)
+    dec = Q.decimal_params(tc)
+    return ColumnType(names[i], i, pt, tc, flba, kind, Q.unit(tc, pt), None if dec is None else dec[1], nullable, rep)
 
 
 class _LazyTypes(Sequence):
@@ -127,7 +97,7 @@ class Schema:
         self.types = types
         names = names if names is not None else [t.name for t in types]
         self._names = names
-        self._lookup = None  # expr.Names, built on first lookup
+        self._lookup = None  # names.Names, built on first lookup
         self._key = None
         self._hash = None
         self.bound = {}  # prune.bind's cache: (expr, literal types) -> bound predicate
@@ -146,10 +116,8 @@ class Schema:
         return sch
 
     def column(self, name, exact=True) -> ColumnType:
-        """The column `name` refers to, by expr.Names' rules (exact=False: an unquoted SQL name)."""
+        """The column `name` refers to, by names.Names' rules (exact=False: an unquoted SQL name)."""
         if self._lookup is None:
-            from .expr import Names
-
             self._lookup = Names(self._names)
         return self.types[self._lookup.index(name, exact)]
 
@@ -168,7 +136,7 @@ class Schema:
         return self._hash
 
 
-BYTE_OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "==": 4}  # _prune.compare_literal operator codes
+BYTE_OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "==": 4}  # _bytes.compare_literal operator codes
 
 
 def _index_array(a, what, n=None):
@@ -178,84 +146,73 @@ def _index_array(a, what, n=None):
     return arr
 
 
-class ByteValues:
-    """R optional byte strings packed in one buffer (the stats of a BYTE_ARRAY / FLBA column):
-    value i is data[offsets[i] : offsets[i] + lengths[i]], absent where lengths[i] < 0. Ordered
-    as Python orders bytes (unsigned lexicographic, a proper prefix first); the comparisons run
-    in the _prune kernels. Every reference is checked here, once, so the kernels need no checks.
-    """
+class ByteValues(ByteRefs):
+    """1-D ByteRefs of R optional byte strings (the stats of a BYTE_ARRAY / FLBA column), checked
+    and read-only, ordered as Python orders bytes (unsigned lexicographic, a proper prefix
+    first); the comparisons run in the _bytes kernels. Every reference is checked here, once,
+    so the kernels need no checks."""
 
-    __slots__ = ("data", "offsets", "lengths")
-
-    def __init__(self, data, offsets, lengths):
+    def __init__(self, data, start, length):
         data = np.ascontiguousarray(data, np.uint8).view()  # own view: made read-only below
         if data.ndim != 1:
             raise ValueError(f"data must be 1-D uint8, got shape {data.shape}")
-        offsets = _index_array(offsets, "offsets")
-        lengths = _index_array(lengths, "lengths", len(offsets))
-        present = lengths >= 0
-        bad = present & ((offsets < 0) | (offsets > len(data) - lengths))
+        start = _index_array(start, "start")
+        length = _index_array(length, "length", len(start))
+        present = length >= 0
+        bad = present & ((start < 0) | (start > len(data) - length))
         if bad.any():
             i = int(np.argmax(bad))
-            raise ValueError(f"value {i}: (offset {int(offsets[i])}, length {int(lengths[i])}) is outside the "
+            raise ValueError(f"value {i}: (start {int(start[i])}, length {int(length[i])}) is outside the "
                              f"{len(data)}-byte buffer")
-        self.data = data
-        self.offsets = np.where(present, offsets, 0)
-        self.lengths = np.where(present, lengths, -1)
-        for a in (self.data, self.offsets, self.lengths):
+        super().__init__(data, np.where(present, start, 0), np.where(present, length, -1))
+        for a in (self.data, self.start, self.length):
             a.flags.writeable = False  # validated above: keep it so
 
+    @classmethod
+    def of(cls, refs: ByteRefs) -> "ByteValues":
+        return cls(refs.data, refs.start, refs.length)
+
     def __len__(self):
-        return len(self.offsets)
+        return len(self.start)
 
     def __getitem__(self, i):
-        n = int(self.lengths[i])
-        if n < 0:
-            return None
-        o = int(self.offsets[i])
-        return self.data[o : o + n].tobytes()
+        return self.get(i)
 
     def tolist(self):
-        return [self[i] for i in range(len(self))]
+        return [self.get(i) for i in range(len(self))]
 
     @property
     def present(self) -> np.ndarray:
-        return self.lengths >= 0
+        return self.length >= 0
 
     def _where(self, where):
         w = np.ascontiguousarray(where, np.bool_)
-        if w.shape != self.offsets.shape:
+        if w.shape != self.start.shape:
             raise ValueError(f"mask of shape {w.shape} for {len(self)} values")
         return w.view(np.uint8)
 
     def compare(self, op, literal, where) -> np.ndarray:
         """bool[R]: value_i op literal where `where` (and the value is present), True elsewhere."""
-        from . import _bytes as _prune
-
         lit = np.frombuffer(bytes(literal), np.uint8)
         out = np.empty(len(self), np.bool_)
         w = self._where(np.asarray(where, bool) & self.present)
-        _prune.compare_literal(self.data, self.offsets, self.lengths, lit, BYTE_OPS[op], w, 1, out.view(np.uint8))
+        _bytes.compare_literal(self.data, self.start, self.length, lit, BYTE_OPS[op], w, 1, out.view(np.uint8))
         return out
 
     def equals(self, literal) -> np.ndarray:
         """bool[R]: value_i == literal (False where absent)."""
-        from . import _bytes as _prune
-
         lit = np.frombuffer(bytes(literal), np.uint8)
         out = np.empty(len(self), np.bool_)
-        _prune.compare_literal(self.data, self.offsets, self.lengths, lit, BYTE_OPS["=="], self._where(self.present),
+        _bytes.compare_literal(self.data, self.start, self.length, lit, BYTE_OPS["=="], self._where(self.present),
                                0, out.view(np.uint8))
         return out
 
     def compare_pairs(self, other) -> np.ndarray:
         """int8[R]: sign(self_i vs other_i) where both are present, 0 elsewhere."""
-        from . import _bytes as _prune
-
         if len(other) != len(self):
             raise ValueError(f"{len(self)} values compared with {len(other)}")
         out = np.empty(len(self), np.int8)
-        _prune.compare_pairs(self.data, self.offsets, self.lengths, other.data, other.offsets, other.lengths, out)
+        _bytes.compare_pairs(self.data, self.start, self.length, other.data, other.start, other.length, out)
         return out
 
     @classmethod
@@ -265,15 +222,22 @@ class ByteValues:
             return parts[0]
         shift = np.concatenate([[0], np.cumsum([len(p.data) for p in parts])[:-1]]).astype(np.int64)
         data = np.concatenate([p.data for p in parts]) if parts else np.zeros(0, np.uint8)
-        offsets = np.concatenate([p.offsets + k for p, k in zip(parts, shift)]) if parts else np.zeros(0, np.int64)
-        lengths = np.concatenate([p.lengths for p in parts]) if parts else np.zeros(0, np.int64)
-        return cls(data, offsets, lengths)
+        start = np.concatenate([p.start + k for p, k in zip(parts, shift)]) if parts else np.zeros(0, np.int64)
+        length = np.concatenate([p.length for p in parts]) if parts else np.zeros(0, np.int64)
+        return cls(data, start, length)
 
     def __eq__(self, other):
         return isinstance(other, ByteValues) and self.tolist() == other.tolist()
 
+    __hash__ = None
+
     def __repr__(self):
         return f"ByteValues({self.tolist()!r})"
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 @dataclass
@@ -302,31 +266,23 @@ class ColumnStats:
         return self.has_lo & self.has_hi
 
     @cached_property
-    def _all_null(self) -> np.ndarray:
-        return self.nulls_known & (self.nulls == self.num_values)
+    def all_null(self) -> np.ndarray:
+        """Read-only: chunks known to hold nulls only."""
+        return _read_only(self.nulls_known & (self.nulls == self.num_values))
 
     @cached_property
-    def _no_nulls(self) -> np.ndarray:
-        return self.nulls_known & (self.nulls == 0)
-
-    @property
-    def all_null(self) -> np.ndarray:
-        return self._all_null.copy()
-
-    @property
     def no_nulls(self) -> np.ndarray:
-        return self._no_nulls.copy()
+        """Read-only: chunks known to hold no null."""
+        return _read_only(self.nulls_known & (self.nulls == 0))
 
     @cached_property
     def any_all_null(self) -> bool:
-        return bool(self._all_null.any())
+        return bool(self.all_null.any())
 
     @cached_property
     def some_value(self) -> np.ndarray:
         """~all_null, read-only: a chunk that may hold a non-null value."""
-        m = ~self._all_null
-        m.flags.writeable = False
-        return m
+        return _read_only(~self.all_null)
 
     @cached_property
     def all_has_lo(self) -> bool:
@@ -352,109 +308,20 @@ class ColumnStats:
         return cls(kind, *(cat(f) for f in fields))
 
 
-def _slot_bytes(pm, col, slot, flag_present, flag_inlined, shift):
-    """Verbatim stat bytes for every row group (None where absent), as an object array."""
-    ch = pm.chunks[:, col]
-    R = len(ch)
-    out = np.empty(R, object)
-    flags = ch["stat_flags"]
-    present = (flags & flag_present) != 0
-    if not present.any():
-        return out
-    inl = present & ((flags & flag_inlined) != 0)
-    sizes = (ch["stat_sizes"] >> shift) & 0xF
-    slots = ch[slot].astype(L.U64)
-    raw = slots.view(np.uint8).reshape(R, 8)
-    for r in np.nonzero(inl)[0]:
-        out[r] = raw[r, : int(sizes[r]) or 8].tobytes()
-    ool = present & ~inl
-    if ool.any():
-        base = pm.block_offsets + L.block_size(pm.column_count)
-        buf = pm._buf
-        for r in np.nonzero(ool)[0]:
-            ref = int(slots[r])
-            at = int(base[r]) + (ref >> L.OOL_LENGTH_BITS)
-            out[r] = buf[at : at + (ref & L.OOL_MAX_LENGTH)].tobytes()
-    return out
-
-
-def _byte_values(pm, col):
-    """(min, max) ByteValues sharing one buffer: the verbatim stat bytes, as _slot_bytes reads them
-    (inline: the slot's first STAT_SIZES-nibble bytes, 8 when 0; out-of-line: the referenced
-    bytes of the block's OOL region), gathered by one kernel call instead of a loop per row."""
-    from . import _bytes as _prune
-
-    ch = pm.chunks[:, col]
-    R = len(ch)
-    flags = ch["stat_flags"]
-    sizes = ch["stat_sizes"]
-    raw = np.empty((2, R), L.U64)
-    raw[0] = ch["min_stat"]
-    raw[1] = ch["max_stat"]
-    offsets = np.zeros((2, R), np.int64)
-    lengths = np.full((2, R), -1, np.int64)
-    src = np.zeros((2, R), np.int64)
-    ool = np.zeros((2, R), bool)
-    base = None
-    rows = np.arange(R, dtype=np.int64)
-    for k, (flag_present, flag_inlined, shift) in enumerate(
-        ((L.STAT_MIN_PRESENT, L.STAT_MIN_INLINED, 0), (L.STAT_MAX_PRESENT, L.STAT_MAX_INLINED, 4))
-    ):
-        present = (flags & flag_present) != 0
-        inl = present & ((flags & flag_inlined) != 0)
-        nib = ((sizes >> shift) & 0xF).astype(np.int64)
-        lengths[k] = np.where(inl, np.where(nib == 0, 8, nib), -1)
-        offsets[k] = (k * R + rows) * 8  # the slot's bytes in raw
-        o = present & ~inl
-        if o.any():
-            if base is None:
-                base = np.asarray(pm.block_offsets, np.int64) + L.block_size(pm.column_count)
-            ref = raw[k]
-            lengths[k] = np.where(o, (ref & np.uint64(L.OOL_MAX_LENGTH)).astype(np.int64), lengths[k])
-            src[k] = np.where(o, base + (ref >> np.uint64(L.OOL_LENGTH_BITS)).astype(np.int64), 0)
-            ool[k] = o
-    head = raw.view(np.uint8).reshape(-1)
-    if ool.any():
-        src_o, len_o = src[ool], lengths[ool]
-        dst_o = len(head) + np.concatenate([[0], np.cumsum(len_o)[:-1]]).astype(np.int64)
-        buf = pm._buf
-        if ((src_o < 0) | (src_o > len(buf) - len_o)).any():
-            raise ValueError(f"{pm.path}: column {col}: out-of-line stat reference outside the file")  # checked on open
-        data = np.empty(len(head) + int(len_o.sum()), np.uint8)
-        data[: len(head)] = head
-        _prune.gather(buf, src_o, len_o, data, dst_o)
-        offsets[ool] = dst_o
-    else:
-        data = head
-    return ByteValues(data, offsets[0], lengths[0]), ByteValues(data, offsets[1], lengths[1])
-
-
-def _fixed_width_values(ch, width, dtype):
-    """Inline fixed-width stats decoded vectorised; entries not of the right width are unusable."""
-    flags = ch["stat_flags"]
-    stat_sizes = ch["stat_sizes"]
-    out = []
-    for slot, present, inlined, shift in (
-        ("min_stat", L.STAT_MIN_PRESENT, L.STAT_MIN_INLINED, 0),
-        ("max_stat", L.STAT_MAX_PRESENT, L.STAT_MAX_INLINED, 4),
-    ):
-        size = (stat_sizes >> shift) & 0xF
-        ok = ((flags & (present | inlined)) == (present | inlined)) & ((size == width) | (size == 0))
-        vals = ch[slot].astype(L.U64)
-        if width == 4:
-            vals = (vals & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(dtype)
-        elif width == 1:
-            vals = (vals & np.uint64(0xFF)).astype(np.uint8).view(dtype)
-        else:
-            vals = vals.view(dtype)
-        out.append((vals, ok))
-    return out[0][0], out[1][0], out[0][1], out[1][1]
-
-
 def column_stats(pm, col: int, ctype: ColumnType) -> ColumnStats:
+    """Stats of column `col` of an open `_pm` (pm.chunks, block_offsets, column_count, buffer)."""
     if ctype.kind in (KIND_BYTES, KIND_BIGDEC):
         return _variable_stats(pm, col, ctype)
     return chunk_stats(pm.chunks[:, col], ctype)
+
+
+def column_records(chunk_arrays, col: int) -> np.ndarray:
+    """Column `col` of (R_i, C) chunk-record arrays (e.g. strided views of several mappings),
+    concatenated as one (sum R_i,) CHUNK_DTYPE array: one kernel call, not a view per file."""
+    n = sum(len(a) for a in chunk_arrays)
+    rec = np.empty((n, L.CHUNK_SIZE), np.uint8)
+    _bytes.gather_column(list(chunk_arrays), int(col), L.CHUNK_DTYPE, rec)
+    return rec.view(L.CHUNK_DTYPE).reshape(n)
 
 
 def _null_stats(ch, ctype):
@@ -481,8 +348,8 @@ def chunk_stats(ch, ctype: ColumnType) -> ColumnStats:
     R = len(ch)
     nulls_known, nulls, num_values, exact = _null_stats(ch, ctype)
     if kind == KIND_ANYSIGN:
-        width, sdt, udt = (4, np.int32, np.uint32) if pt == L.PT_INT32 else (8, np.int64, np.uint64)
-        lo, hi, has_lo, has_hi = _fixed_width_values(ch, width, sdt)
+        sdt, udt = (np.int32, np.uint32) if pt == L.PT_INT32 else (np.int64, np.uint64)
+        lo, hi, has_lo, has_hi = SD.inline_values(ch, pt, sdt)
         ulo, uhi = lo.view(udt).astype(np.uint64), hi.view(udt).astype(np.uint64)
         lo, hi = lo.astype(np.int64), hi.astype(np.int64)
         # Bounds that are disordered in both readings come from no sane writer.
@@ -491,13 +358,9 @@ def chunk_stats(ch, ctype: ColumnType) -> ColumnStats:
         eq = has_lo & has_hi & exact & (lo == hi)
         return ColumnStats(kind, lo, hi, has_lo, has_hi, eq, nulls_known, nulls, num_values, ulo, uhi)
     if kind in (KIND_INT, KIND_UINT, KIND_FLOAT):
-        if pt == L.PT_BOOLEAN:
-            lo, hi, has_lo, has_hi = _fixed_width_values(ch, 1, np.uint8)
-        elif pt in (L.PT_INT32, L.PT_FLOAT):
-            lo, hi, has_lo, has_hi = _fixed_width_values(
-                ch, 4, np.float32 if pt == L.PT_FLOAT else (np.uint32 if kind == KIND_UINT else np.int32))
-        else:
-            lo, hi, has_lo, has_hi = _fixed_width_values(ch, 8, np.float64 if pt == L.PT_DOUBLE else np.int64)
+        dtype = {L.PT_BOOLEAN: np.uint8, L.PT_FLOAT: np.float32, L.PT_DOUBLE: np.float64, L.PT_INT64: np.int64,
+                 L.PT_INT32: np.uint32 if kind == KIND_UINT else np.int32}[pt]
+        lo, hi, has_lo, has_hi = SD.inline_values(ch, pt, dtype)
         if kind == KIND_FLOAT:
             lo, hi = lo.astype(np.float64), hi.astype(np.float64)
             # NaN in stats: the writer's ordering is unknown, so neither bound means anything.
@@ -520,25 +383,26 @@ def _variable_stats(pm, col, ctype):
     R = len(ch)
     nulls_known, nulls, num_values, exact = _null_stats(ch, ctype)
     kind, pt = ctype.kind, ctype.physical_type
+    ool_at = SD.ool_start(np.asarray(pm.block_offsets, np.int64), pm.column_count)
+    mins, maxs = SD.column_stat_bytes(ch, pt, ool_at, pm.buffer, _bytes.gather)
     if kind == KIND_BYTES:
-        mins, maxs = _byte_values(pm, col)
+        mins, maxs = ByteValues.of(mins), ByteValues.of(maxs)
         has_lo, has_hi = mins.present, maxs.present
         sign = mins.compare_pairs(maxs)  # 0 where either is absent
         bad = sign > 0
         has_lo, has_hi = has_lo & ~bad, has_hi & ~bad
         eq = has_lo & has_hi & exact & (sign == 0)
         return ColumnStats(kind, mins, maxs, has_lo, has_hi, eq, nulls_known, nulls, num_values)
-    mins = _slot_bytes(pm, col, "min_stat", L.STAT_MIN_PRESENT, L.STAT_MIN_INLINED, 0)
-    maxs = _slot_bytes(pm, col, "max_stat", L.STAT_MAX_PRESENT, L.STAT_MAX_INLINED, 4)
     width = ctype.fixed_byte_len if pt == L.PT_FIXED_LEN_BYTE_ARRAY else None
 
-    def conv(b):
-        if b is None or (width is not None and len(b) != width) or not b:
+    def conv(refs, i):
+        b = refs.get(i)
+        if not b or (width is not None and len(b) != width):
             return None
-        return int.from_bytes(b, "big", signed=True)
+        return SD.decimal_value(b)
 
-    mins = np.array([conv(b) for b in mins] + [0], object)[:-1]
-    maxs = np.array([conv(b) for b in maxs] + [0], object)[:-1]
+    mins = np.array([conv(mins, i) for i in range(R)] + [0], object)[:-1]
+    maxs = np.array([conv(maxs, i) for i in range(R)] + [0], object)[:-1]
     has_lo = np.fromiter((v is not None for v in mins), bool, R)
     has_hi = np.fromiter((v is not None for v in maxs), bool, R)
     bad = np.fromiter((a is not None and b is not None and a > b for a, b in zip(mins, maxs)), bool, R)
