@@ -1,41 +1,54 @@
-"""qdbpm: QuestDB Parquet partition metadata (`_pm`) — write, read, verify and prune."""
+"""qdbpm: QuestDB Parquet partition metadata (`_pm`): write, read, verify and prune.
 
-from .errors import (
-    ChecksumError,
-    CorruptFileError,
-    ParquetFormatError,
-    PmError,
-    SnapshotNotFoundError,
-    StorageError,
-    UnsupportedFeatureError,
-)
-from .pm.reader import ParquetMeta, open
-from .pm.description import ByteRefs, Column, Description
-from .pm.writer import write_new, write_update
-from .pm.compact import compact
+The public names (docs/api.md) are loaded on first use (PEP 562), so `import qdbpm.errors` or
+`import qdbpm.pm.layout` does not import numpy-heavy layers it does not need.
+"""
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ByteRefs",
-    "ChecksumError",
-    "Column",
-    "CorruptFileError",
-    "Description",
-    "ParquetFormatError",
-    "ParquetMeta",
-    "PmError",
-    "SnapshotNotFoundError",
-    "StorageError",
-    "UnsupportedFeatureError",
-    "compact",
-    "open",
-    "write_new",
-    "write_update",
-]
+# Public name -> the submodule that defines it.
+_HOMES = {
+    "ChecksumError": "errors",
+    "CorruptFileError": "errors",
+    "ParquetFormatError": "errors",
+    "PmError": "errors",
+    "PredicateError": "errors",
+    "SnapshotNotFoundError": "errors",
+    "StorageError": "errors",
+    "UnsupportedFeatureError": "errors",
+    "ByteRefs": "pm.description",
+    "Column": "pm.description",
+    "Description": "pm.description",
+    "compact": "pm.writer",
+    "write_new": "pm.writer",
+    "write_update": "pm.writer",
+    "ParquetMeta": "meta",
+    "open": "meta",
+    "Expr": "prune.expr",
+    "col": "prune.expr",
+    "parse": "prune.expr",
+    "Table": "table.table",
+    "open_table": "table.table",
+    "read_table": "table.read",
+    "generate": "sync.generate",
+    "update": "sync.generate",
+    "append": "sync.append",
+    "recover": "sync.append",
+}
 
-from .prune.expr import col, parse  # noqa: E402
-from .table.table import Table, open_table  # noqa: E402
-from .table.read import read_table  # noqa: E402
-from .sync.generate import generate, update  # noqa: E402
-from .sync.append import append, recover  # noqa: E402
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

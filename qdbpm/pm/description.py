@@ -48,10 +48,6 @@ class ByteRefs:
         return bytes(self.data[s : s + n])
 
     @classmethod
-    def absent(cls, shape) -> "ByteRefs":
-        return cls(np.zeros(0, np.uint8), np.zeros(shape, np.int64), np.full(shape, -1, np.int64))
-
-    @classmethod
     def from_objects(cls, values, shape=None) -> "ByteRefs":
         """Build from a nested list / object array of bytes-or-None."""
         if isinstance(values, np.ndarray) and values.dtype == object:

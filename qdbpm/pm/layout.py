@@ -6,6 +6,8 @@ Spec of record: docs/format.md (its tables mirror the dtypes below).
 
 import numpy as np
 
+from ..parquet import constants as PQ
+
 # --- fixed-size records --------------------------------------------------------------------
 
 HEADER_DTYPE = np.dtype(
@@ -77,6 +79,9 @@ BLOOM_INLINE_ENTRY_SIZE = 4  # u32 offset >> 3
 BLOOM_EXTERNAL_ENTRY_SIZE = 16  # (u64 offset, u64 length) into the Parquet file
 BLOOM_LENGTH_PREFIX = 4  # i32 LENGTH before an inline bitset
 SBBF_BLOCK_BYTES = 32
+# The probe kernels compute a block as ((h >> 32) * nblocks) >> 32, which needs nblocks <= 2**32.
+SBBF_MAX_BLOCKS = 1 << 32
+SBBF_MAX_BYTES = SBBF_BLOCK_BYTES * SBBF_MAX_BLOCKS  # the largest filter the kernels probe
 OOL_LENGTH_BITS = 16  # OOL reference = (offset << 16) | length
 OOL_MAX_LENGTH = (1 << OOL_LENGTH_BITS) - 1
 PM_SIZE_OFFSET = 0
@@ -89,13 +94,36 @@ SCRATCHPAD_MAX_BYTES = 1 << 20
 for _dt, _size in ((HEADER_DTYPE, 32), (COLUMN_DTYPE, 32), (CHUNK_DTYPE, 64), (FOOTER_DTYPE, 40)):
     assert _dt.itemsize == _size, _dt
 
-# Offsets of fields that code patches or reads without a dtype view.
-FIELD_OFFSET = {
-    "header": {name: HEADER_DTYPE.fields[name][1] for name in HEADER_DTYPE.names},
-    "column": {name: COLUMN_DTYPE.fields[name][1] for name in COLUMN_DTYPE.names},
-    "chunk": {name: CHUNK_DTYPE.fields[name][1] for name in CHUNK_DTYPE.names},
-    "footer": {name: FOOTER_DTYPE.fields[name][1] for name in FOOTER_DTYPE.names},
-}
+
+def _field_offsets(dtype) -> dict:
+    return {name: dtype.fields[name][1] for name in dtype.names}
+
+
+# Byte offset of each field inside its record: where error messages point and raw reads go.
+HEADER_AT = _field_offsets(HEADER_DTYPE)
+COLUMN_AT = _field_offsets(COLUMN_DTYPE)
+CHUNK_AT = _field_offsets(CHUNK_DTYPE)
+FOOTER_AT = _field_offsets(FOOTER_DTYPE)
+
+# Variable-length sections: u32 counts, u32 column indices, (u32 code, u32 length) entry heads.
+BLOOM_COL_COUNT_SIZE = 4
+BLOOM_COLUMN_SIZE = 4
+SCRATCHPAD_COUNT_SIZE = 4
+SCRATCHPAD_ENTRY_HEAD_SIZE = 8
+
+# File names of a partition directory: the Parquet file and its `_pm` beside it.
+PM_FILE_NAME = "_pm"
+PARQUET_FILE_NAME = "data.parquet"
+
+
+def column_field_offset(column: int, field: str) -> int:
+    """Absolute offset of one field of a column descriptor."""
+    return HEADER_SIZE + COLUMN_SIZE * column + COLUMN_AT[field]
+
+
+def chunk_field_offset(block_offset: int, column: int, field: str) -> int:
+    """Absolute offset of one field of a chunk record in the block at `block_offset`."""
+    return block_offset + BLOCK_NUM_ROWS_SIZE + CHUNK_SIZE * column + CHUNK_AT[field]
 
 
 def block_size(column_count: int) -> int:
@@ -184,9 +212,12 @@ STAT_MAX_BITS = STAT_MAX_PRESENT | STAT_MAX_INLINED | STAT_MAX_EXACT
 INLINE_STAT_MAX = 8  # payloads of 1..8 bytes live in the u64 slot
 
 
+STAT_SIZES_MAX_SHIFT = 4  # STAT_SIZES: low nibble the min's inline length, high nibble the max's
+
+
 def stat_sizes(min_len: int, max_len: int) -> int:
     """STAT_SIZES byte: low nibble min inline length, high nibble max inline length."""
-    return (min_len & 0xF) | ((max_len & 0xF) << 4)
+    return (min_len & 0xF) | ((max_len & 0xF) << STAT_SIZES_MAX_SHIFT)
 
 
 # --- Parquet enums as stored in _pm ---------------------------------------------------------
@@ -218,13 +249,13 @@ ENCODING_BIT_NAMES = [
 ]
 # Parquet Encoding enum value -> ENCODINGS bit (RLE=3 and BIT_PACKED=4 set nothing).
 PARQUET_ENCODING_TO_BIT = {
-    0: ENC_PLAIN,
-    2: ENC_RLE_DICTIONARY,  # PLAIN_DICTIONARY
-    8: ENC_RLE_DICTIONARY,  # RLE_DICTIONARY
-    5: ENC_DELTA_BINARY_PACKED,
-    6: ENC_DELTA_LENGTH_BYTE_ARRAY,
-    7: ENC_DELTA_BYTE_ARRAY,
-    9: ENC_BYTE_STREAM_SPLIT,
+    PQ.ENCODING_PLAIN: ENC_PLAIN,
+    PQ.ENCODING_PLAIN_DICTIONARY: ENC_RLE_DICTIONARY,
+    PQ.ENCODING_RLE_DICTIONARY: ENC_RLE_DICTIONARY,
+    PQ.ENCODING_DELTA_BINARY_PACKED: ENC_DELTA_BINARY_PACKED,
+    PQ.ENCODING_DELTA_LENGTH_BYTE_ARRAY: ENC_DELTA_LENGTH_BYTE_ARRAY,
+    PQ.ENCODING_DELTA_BYTE_ARRAY: ENC_DELTA_BYTE_ARRAY,
+    PQ.ENCODING_BYTE_STREAM_SPLIT: ENC_BYTE_STREAM_SPLIT,
 }
 
 PT_BOOLEAN = 0
@@ -281,38 +312,6 @@ QDB_DECIMAL64 = 31
 QDB_DECIMAL128 = 32
 QDB_DECIMAL256 = 33
 
-QDB_TYPE_NAMES = {
-    QDB_BOOLEAN: "BOOLEAN",
-    QDB_BYTE: "BYTE",
-    QDB_SHORT: "SHORT",
-    QDB_CHAR: "CHAR",
-    QDB_INT: "INT",
-    QDB_LONG: "LONG",
-    QDB_DATE: "DATE",
-    QDB_TIMESTAMP: "TIMESTAMP",
-    QDB_FLOAT: "FLOAT",
-    QDB_DOUBLE: "DOUBLE",
-    QDB_STRING: "STRING",
-    QDB_SYMBOL: "SYMBOL",
-    QDB_LONG256: "LONG256",
-    QDB_GEOBYTE: "GEOBYTE",
-    QDB_GEOSHORT: "GEOSHORT",
-    QDB_GEOINT: "GEOINT",
-    QDB_GEOLONG: "GEOLONG",
-    QDB_BINARY: "BINARY",
-    QDB_UUID: "UUID",
-    QDB_LONG128: "LONG128",
-    QDB_IPV4: "IPv4",
-    QDB_VARCHAR: "VARCHAR",
-    QDB_ARRAY: "ARRAY",
-    QDB_DECIMAL8: "DECIMAL8",
-    QDB_DECIMAL16: "DECIMAL16",
-    QDB_DECIMAL32: "DECIMAL32",
-    QDB_DECIMAL64: "DECIMAL64",
-    QDB_DECIMAL128: "DECIMAL128",
-    QDB_DECIMAL256: "DECIMAL256",
-}
-
 # Flag bits carried in the full 32-bit TYPE code.
 QDB_TYPE_TAG_MASK = 0xFF
 QDB_FLAG_DESIGNATED_TIMESTAMP = 1 << 17
@@ -328,27 +327,8 @@ QDB_TIMESTAMP_NS = QDB_TIMESTAMP | QDB_FLAG_TIMESTAMP_NANOS  # 262152
 
 
 def qdb_type_tag(type_code: int) -> int:
+    """The type tag of a full TYPE code, -1 for "no QuestDB type" (names and meanings: qdb_types)."""
     return type_code & QDB_TYPE_TAG_MASK if type_code >= 0 else -1
-
-
-def qdb_type_name(type_code: int) -> str:
-    """Readable name of a full TYPE code, e.g. 'TIMESTAMP_NS', 'DECIMAL64(18,3)', 'GEOINT(20b)'."""
-    if type_code < 0:
-        return "UNKNOWN"
-    tag = qdb_type_tag(type_code)
-    name = QDB_TYPE_NAMES.get(tag, f"TYPE{tag}")
-    if tag == QDB_TIMESTAMP and type_code & QDB_FLAG_TIMESTAMP_NANOS:
-        name = "TIMESTAMP_NS"
-    elif QDB_DECIMAL8 <= tag <= QDB_DECIMAL256:
-        precision = (type_code >> QDB_DECIMAL_PRECISION_SHIFT) & 0x3FF
-        scale = (type_code >> QDB_DECIMAL_SCALE_SHIFT) & 0x3F
-        if precision:
-            name += f"({precision},{scale})"
-    elif QDB_GEOBYTE <= tag <= QDB_GEOLONG:
-        bits = (type_code >> QDB_GEOHASH_BITS_SHIFT) & 0xFF
-        if bits:
-            name += f"({bits}b)"
-    return name
 
 
 # --- dtype views over raw bytes -------------------------------------------------------------

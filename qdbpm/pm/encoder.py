@@ -1,0 +1,400 @@
+"""Encode `_pm` bytes from a `Description`: header, row group blocks, footer, whole fresh files.
+
+No I/O: pm/writer.py writes what this produces. Byte layout decisions follow
+docs/format.md#writing; `layout` holds every offset and flag.
+
+Speed (a 10,000-row-group description is 80,000 chunk records): stat slots come from
+pm/stat_slots.py a block of row groups at a time; without any out-of-line bytes the blocks are a
+dense grid filled in place (`BlockPlan.fill_dense`), which lets the writer stream a fresh file
+piece by piece. The bytes are the same whichever path produces them.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from . import layout as L
+from .crc import crc32
+from .description import Description
+from .stat_slots import STAT_FIELDS, StatSlots
+from ..errors import PmError
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_I32 = struct.Struct("<i")
+_I64 = struct.Struct("<q")
+
+
+# --- validation of a description ------------------------------------------------------------
+
+
+def check_description(d: Description) -> None:
+    """PmError unless the writer can encode `d` as a valid file."""
+    ncols = len(d.columns)
+    if not 0 <= d.parquet_footer_length <= 0xFFFFFFFF or d.parquet_footer_offset < 0:
+        raise PmError(f"Parquet footer ({d.parquet_footer_offset}, {d.parquet_footer_length}) out of range")
+    if d.chunks.dtype != L.CHUNK_DTYPE or d.chunks.ndim != 2 or d.chunks.shape[1] != ncols:
+        raise PmError(f"chunks must be a (row_groups, {ncols}) array of CHUNK_DTYPE, got {d.chunks.dtype} {d.chunks.shape}")
+    if np.shape(d.num_rows) != (d.chunks.shape[0],):
+        raise PmError(f"num_rows has shape {np.shape(d.num_rows)}, expected ({d.chunks.shape[0]},)")
+    if d.chunks.size and int(d.chunks["codec"].max()) > L.CODEC_MAX:
+        raise PmError(f"codec {int(d.chunks['codec'].max())} is not a Parquet codec (0..7)")
+    for i, c in enumerate(d.columns):
+        if not 0 <= c.physical_type <= L.PHYSICAL_TYPE_MAX:
+            raise PmError(f"column {i} ({c.name!r}): physical type {c.physical_type} is not 0..7")
+        if L.flags_repetition(c.flags) == 3:
+            raise PmError(f"column {i} ({c.name!r}): repetition value 3 in flags 0x{c.flags:x}")
+        if not (0 <= c.max_rep_level <= 255 and 0 <= c.max_def_level <= 255):
+            raise PmError(f"column {i} ({c.name!r}): levels out of u8 range")
+        if c.physical_type == L.PT_FIXED_LEN_BYTE_ARRAY and c.fixed_byte_len <= 0:
+            raise PmError(f"column {i} ({c.name!r}): FIXED_LEN_BYTE_ARRAY needs fixed_byte_len > 0")
+    if not -1 <= d.designated_timestamp < ncols:
+        raise PmError(f"designated_timestamp {d.designated_timestamp} not in [-1, {ncols})")
+    for s in d.sorting_columns:
+        if not 0 <= s < ncols:
+            raise PmError(f"sorting column index {s} not in [0, {ncols})")
+    if d.sorting_is_dts_asc:
+        if d.designated_timestamp < 0:
+            raise PmError("SORTING_IS_DTS_ASC needs a designated timestamp")
+        if d.columns[d.designated_timestamp].flags & L.COLUMN_FLAG_DESCENDING:
+            raise PmError("SORTING_IS_DTS_ASC with a DESCENDING designated timestamp column")
+        if list(d.sorting_columns) not in ([], [d.designated_timestamp]):
+            raise PmError("SORTING_IS_DTS_ASC replaces the sorting column list; it must be empty or [dts]")
+    bc = bloom_columns_of(d)
+    if list(bc) != sorted(set(bc)) or any(not 0 <= b < ncols for b in bc):
+        raise PmError(f"bloom columns {bc} must be unique, ascending column indices < {ncols}")
+    if d.scratchpad is not None:
+        size = L.SCRATCHPAD_COUNT_SIZE + sum(L.SCRATCHPAD_ENTRY_HEAD_SIZE + len(v) for _, v in d.scratchpad)
+        if size > L.SCRATCHPAD_MAX_BYTES:
+            raise PmError(f"scratchpad is {size} bytes, more than the 1 MiB limit")
+
+
+def bloom_columns_of(d: Description) -> list:
+    """The header's bloom column list: `d.bloom_columns`, or every column with a bitset."""
+    if d.bloom_columns is not None:
+        return [int(c) for c in d.bloom_columns]
+    if d.blooms is None:
+        return []
+    return [int(c) for c in np.nonzero((d.blooms.length >= 0).any(axis=0))[0]]
+
+
+
+# --- header ---------------------------------------------------------------------------------
+
+
+def header_bytes(d: Description) -> bytes:
+    ncols = len(d.columns)
+    bloom_cols = bloom_columns_of(d)
+    flags = 0
+    if bloom_cols:
+        flags |= L.FEATURE_BLOOM_FILTERS
+        if d.bloom_external:
+            flags |= L.FEATURE_BLOOM_FILTERS_EXTERNAL
+    if d.sorting_is_dts_asc:
+        flags |= L.FEATURE_SORTING_IS_DTS_ASC
+    if d.squash_tracker is not None:
+        flags |= L.FEATURE_SQUASH_TRACKER
+    sorting = [] if d.sorting_is_dts_asc else [int(s) for s in d.sorting_columns]
+    names = [c.name.encode("utf-8") for c in d.columns]
+    names_start = L.HEADER_SIZE + L.COLUMN_SIZE * ncols + L.SORTING_COLUMN_SIZE * len(sorting)
+
+    head = np.zeros(1, L.HEADER_DTYPE)
+    head["feature_flags"] = flags
+    head["designated_timestamp"] = d.designated_timestamp
+    head["sorting_column_count"] = len(sorting)
+    head["column_count"] = ncols
+    desc = np.zeros(ncols, L.COLUMN_DTYPE)
+    pos = names_start
+    for i, (c, nm) in enumerate(zip(d.columns, names)):
+        desc[i] = (pos, c.id, c.type, c.flags, c.fixed_byte_len, len(nm), c.physical_type,
+                   c.max_rep_level, c.max_def_level, 0)
+        pos += len(nm)
+    parts = [head.tobytes(), desc.tobytes(), np.asarray(sorting, L.U32).tobytes(), b"".join(names)]
+    if bloom_cols:
+        parts.append(_U32.pack(len(bloom_cols)) + np.asarray(bloom_cols, L.U32).tobytes())
+    if d.squash_tracker is not None:
+        parts.append(_I64.pack(d.squash_tracker))
+    return b"".join(parts)
+
+
+# --- row group blocks -----------------------------------------------------------------------
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenated aranges [s, s + n) for each (s, n) with n > 0, as one int64 index array."""
+    keep = lengths > 0
+    starts, lengths = starts[keep].astype(np.int64), lengths[keep].astype(np.int64)
+    total = int(lengths.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    first = np.cumsum(lengths) - lengths  # where each range begins in the output
+    return np.repeat(starts - first, lengths) + np.arange(total, dtype=np.int64)
+
+
+def encode_blocks(d: Description, rows, base: int):
+    """Encode the blocks of row groups `rows` laid out from absolute offset `base`.
+
+    Returns (bytes from base, absolute block offsets (len(rows),), inline bloom entries
+    (len(rows), B) as u32 offset >> 3, 0 = absent).
+    """
+    plan = BlockPlan(d, rows, base)
+    out = np.empty(plan.nbytes, np.uint8)
+    plan.fill(out)
+    return out.tobytes(), plan.offsets, plan.entries
+
+
+class BlockPlan:
+    """Layout of the blocks of row groups `rows` from absolute offset `base`: offsets, inline
+    bloom entries and size (`nbytes`, from base) first; `fill(out)` then writes the bytes into a
+    caller's buffer, so `encode_file` assembles the file without intermediate copies.
+
+    Dense case (no OOL bytes anywhere): the blocks are a (rows, 8 + 64 * columns) grid after the
+    alignment pad, and `fill_dense` writes any run of rows, computing their stats as it goes
+    (the streaming writer writes them piece by piece).
+
+    Otherwise, per row group: the OOL region holds per column min, max, then (pad to 8 +
+    bloom). Row groups with OOL stats only are laid out at once (their offsets are a prefix sum
+    over (column, min/max)); the ones with inline bitsets one by one.
+    """
+
+    def __init__(self, d: Description, rows, base: int):
+        self.d = d
+        rows = self.rows = np.asarray(rows, np.int64)
+        nrows = len(rows)
+        ncols = self.ncols = len(d.columns)
+        bloom_cols = bloom_columns_of(d)
+        self.stats = stats = StatSlots(d)
+        self.stat_data = stats.data
+        self.every = nrows == d.chunks.shape[0] and (nrows == 0 or bool((rows == np.arange(nrows)).all()))
+        fixed = self.fixed = L.block_size(ncols)
+        inline_blooms = d.blooms is not None and not d.bloom_external and bloom_cols
+        bl_len = np.full((nrows, ncols), -1, np.int64)
+        if inline_blooms:
+            sel = np.asarray(bloom_cols)
+            bl_len[:, sel] = d.blooms.length[rows][:, sel]
+            bad = (bl_len >= 0) & ((bl_len < L.SBBF_BLOCK_BYTES) | (bl_len % L.SBBF_BLOCK_BYTES != 0))
+            if bad.any():
+                r, c = np.argwhere(bad)[0]
+                raise PmError(f"bloom bitset of row group {rows[r]} column {c} is {bl_len[r, c]} bytes; "
+                              "a split-block filter is a positive multiple of 32")
+        bloom_row = (bl_len >= 0).any(axis=1)
+        stat_row = stats.ool_rows(None if self.every else rows) & ~bloom_row
+        self.dense = not (stat_row.any() or bloom_row.any())
+        self.base = base
+        start = L.align8(base)
+        if self.dense:
+            self.offsets = start + np.arange(nrows, dtype=np.int64) * fixed
+            self.nbytes = start - base + nrows * fixed
+            self.entries = np.zeros((nrows, len(bloom_cols)), np.uint32)
+            self._check_reach()
+            return
+
+        f, ool_len = stats.all(None if self.every else rows)
+        self.fields = f
+        ool_size = np.zeros(nrows, np.int64)
+        self.ool_parts = {}  # bloom rows: i -> bytes of the OOL region
+        bloom_rel = {}  # (i, c) -> offset of the [i32 LENGTH] relative to the OOL region
+        self.stat_idx = stat_idx = np.nonzero(stat_row)[0]
+        if stat_idx.size:
+            lens = self.stat_lens = ool_len[stat_idx].reshape(len(stat_idx), 2 * ncols)
+            rel_off = self.stat_rel = np.cumsum(lens, axis=1) - lens
+            ref = ((rel_off << L.OOL_LENGTH_BITS) | lens).reshape(len(stat_idx), ncols, 2)
+            has = lens.reshape(len(stat_idx), ncols, 2) > 0
+            ool_size[stat_idx] = lens.sum(axis=1)
+            for k, slot in ((0, "min_stat"), (1, "max_stat")):
+                f[slot][stat_idx] = np.where(has[..., k], ref[..., k].astype(L.U64), f[slot][stat_idx])
+        stat_data = self.stat_data
+        for i in np.nonzero(bloom_row)[0]:
+            r = rows[i]
+            buf = bytearray()
+            for c in range(ncols):
+                for k, slot in ((0, "min_stat"), (1, "max_stat")):
+                    n = int(ool_len[i, c, k])
+                    if n:
+                        s = int(d.stats.start[r, c, k])
+                        f[slot][i, c] = (len(buf) << L.OOL_LENGTH_BITS) | n
+                        buf += stat_data[s : s + n].tobytes()
+                if bl_len[i, c] >= 0:
+                    # Bitsets sit at 8-aligned offsets because footer entries store offset >> 3;
+                    # fixed = 8 + 64*ncols keeps the region itself 8-aligned.
+                    buf += b"\0" * (-len(buf) % L.BLOCK_ALIGN)
+                    bloom_rel[(i, c)] = len(buf)
+                    s = int(d.blooms.start[r, c])
+                    n = int(bl_len[i, c])
+                    buf += _I32.pack(n) + np.asarray(d.blooms.data[s : s + n], np.uint8).tobytes()
+            self.ool_parts[i] = bytes(buf)
+            ool_size[i] = len(buf)
+        self.ool_size = ool_size
+
+        # Blocks start 8-aligned; a block starting aligned ends where the next aligned start is
+        # align8(end), so offsets follow from a prefix sum of aligned sizes.
+        sizes = (fixed + ool_size + (L.BLOCK_ALIGN - 1)) & ~(L.BLOCK_ALIGN - 1)
+        self.rel = rel = np.cumsum(sizes) - sizes
+        total_end = start + (int(rel[-1]) + fixed + int(ool_size[-1]) if nrows else 0)
+        self.nbytes = total_end - base
+        self.offsets = offsets = start + rel
+        entries = np.zeros((nrows, len(bloom_cols)), np.uint32)
+        for (i, c), brel in bloom_rel.items():
+            entries[i, bloom_cols.index(c)] = (int(offsets[i]) + fixed + brel) >> L.BLOCK_OFFSET_SHIFT
+        self.entries = entries
+        self._check_reach()
+
+    def _check_reach(self):
+        if len(self.rows) and int(self.offsets[-1]) >> L.BLOCK_OFFSET_SHIFT > 0xFFFFFFFF:
+            raise PmError("a row group block lies beyond 32 GiB; block offsets are u32 << 3")
+
+    @property
+    def pad(self) -> int:
+        """Zero bytes before the first block (from base to the 8-aligned start)."""
+        return L.align8(self.base) - self.base
+
+    def _nr_bytes(self, sel):
+        return np.asarray(self.d.num_rows, np.uint64)[sel].astype(L.U64).view(np.uint8).reshape(-1, 8)
+
+    def fill_dense(self, out: np.ndarray, i0: int, i1: int) -> None:
+        """Dense case: write blocks i0..i1 (positions in `rows`) into `out`, (i1 - i0) * fixed bytes."""
+        d, fixed, ncols = self.d, self.fixed, self.ncols
+        grid = out.reshape(i1 - i0, fixed)
+        sel = slice(i0, i1) if self.every else self.rows[i0:i1]
+        grid[:, :8] = self._nr_bytes(sel)
+        grid[:, 8:] = np.ascontiguousarray(d.chunks[sel]).view(np.uint8).reshape(i1 - i0, L.CHUNK_SIZE * ncols)
+        recs = grid[:, 8:].view(L.CHUNK_DTYPE)
+        recs["reserved"] = 0
+        step = self.stats.step
+        for j0 in range(i0, i1, step):
+            j1 = min(i1, j0 + step)
+            sub = slice(j0, j1) if self.every else self.rows[j0:j1]
+            flags, sizes, slots, _ = self.stats.block(sub)
+            r = recs[j0 - i0 : j1 - i0]
+            r["stat_flags"], r["stat_sizes"] = flags, sizes
+            r["min_stat"], r["max_stat"] = slots[..., 0], slots[..., 1]
+
+    def fill(self, out: np.ndarray) -> None:
+        """Write the `nbytes` bytes of the blocks (from `base`) into the uint8 array `out`."""
+        d, rows, fixed, ncols = self.d, self.rows, self.fixed, self.ncols
+        nrows = len(rows)
+        o = self.pad
+        out[:o] = 0
+        if self.dense:
+            self.fill_dense(out[o:], 0, nrows)
+            return
+        out[:] = 0
+        rel = self.rel
+        recs = np.array(d.chunks if self.every else d.chunks[rows], L.CHUNK_DTYPE, order="C")  # a copy
+        recs["reserved"] = 0
+        for name in STAT_FIELDS:
+            recs[name] = self.fields[name]
+        nr_bytes = self._nr_bytes(rows)
+        chunk_bytes = recs.view(np.uint8).reshape(nrows, L.CHUNK_SIZE * ncols)
+        for i in range(nrows):
+            p = o + int(rel[i])
+            out[p : p + 8] = nr_bytes[i]
+            out[p + 8 : p + fixed] = chunk_bytes[i]
+            part = self.ool_parts.get(i)
+            if part is not None:
+                out[p + fixed : p + fixed + len(part)] = np.frombuffer(part, np.uint8)
+        stat_idx = self.stat_idx
+        if stat_idx.size:
+            # Every OOL stat of those row groups in one gather / scatter.
+            lens = self.stat_lens
+            src_start = d.stats.start[rows[stat_idx]].reshape(len(stat_idx), 2 * ncols)
+            dst = (o + rel[stat_idx] + fixed)[:, None] + self.stat_rel
+            out[_ranges(dst.reshape(-1), lens.reshape(-1))] = \
+                self.stat_data[_ranges(src_start.reshape(-1), lens.reshape(-1))]
+
+
+def external_bloom_entries(d: Description, rows) -> np.ndarray:
+    bloom_cols = bloom_columns_of(d)
+    ent = np.zeros((len(rows), len(bloom_cols)), L.BLOOM_EXTERNAL_DTYPE)
+    if d.blooms is None or not bloom_cols:
+        return ent
+    sel = np.asarray(bloom_cols)
+    n = d.blooms.length[np.asarray(rows, np.int64)][:, sel]
+    s = d.blooms.start[np.asarray(rows, np.int64)][:, sel]
+    present = n > 0
+    if np.any(s[present] <= 0) or np.any(s[present] + n[present] > d.parquet_footer_offset):
+        raise PmError("an external bloom filter must lie inside the Parquet data: after the magic and "
+                      f"before the footer at {d.parquet_footer_offset}")
+    if np.any(n[present] % L.SBBF_BLOCK_BYTES != 0):
+        raise PmError(f"an external bloom filter's bitset length must be a multiple of {L.SBBF_BLOCK_BYTES} "
+                      "bytes (readers refuse any other)")
+    ent["offset"] = np.where(present, s, 0)
+    ent["length"] = np.where(present, n, 0)
+    return ent
+
+
+# --- footer ---------------------------------------------------------------------------------
+
+
+def footer_body(d: Description, block_offsets, bloom_table, prev_pm_size: int) -> bytes:
+    """Footer bytes from its start up to (not including) the CRC."""
+    block_offsets = np.asarray(block_offsets, np.int64)
+    if np.any(block_offsets % L.BLOCK_ALIGN):
+        raise PmError("row group blocks must be 8-aligned")
+    ff = 0
+    if d.seq_txn is not None:
+        ff |= L.FOOTER_FEATURE_SEQ_TXN
+    if d.scratchpad is not None:
+        ff |= L.FOOTER_FEATURE_SCRATCHPAD
+    fixed = np.zeros(1, L.FOOTER_DTYPE)
+    fixed[0] = (d.parquet_footer_offset, d.parquet_footer_length, len(block_offsets),
+                d.unused_bytes, prev_pm_size, ff)
+    parts = [fixed.tobytes(), (block_offsets >> L.BLOCK_OFFSET_SHIFT).astype(L.U32).tobytes()]
+    if bloom_table is not None:
+        parts.append(np.ascontiguousarray(bloom_table).tobytes())
+    if d.seq_txn is not None:
+        parts.append(_I64.pack(d.seq_txn))
+    if d.scratchpad is not None:
+        parts.append(_U32.pack(len(d.scratchpad)))
+        for code, val in d.scratchpad:
+            parts.append(_U32.pack(code) + _U32.pack(len(val)) + bytes(val))
+    return b"".join(parts)
+
+
+def footer_tail(crc: int, body_length: int) -> bytes:
+    """The CRC and the FOOTER_LENGTH trailer that end a footer of `body_length` bytes."""
+    return _U32.pack(crc) + _U32.pack(body_length + L.CRC_SIZE)
+
+
+def encode_file(d: Description) -> bytes:
+    """All bytes of a fresh `_pm` file for `d`, size field included."""
+    return FileLayout(d).encode().tobytes()
+
+
+class FileLayout:
+    """A fresh file for `d`: header, block plan, footer body and total size, known before any
+    block byte is produced. `encode()` gives all bytes in one buffer; the writer streams large
+    dense block regions piece by piece instead (`plan.fill_dense`), to the same bytes."""
+
+    def __init__(self, d: Description):
+        check_description(d)
+        head = header_bytes(d)
+        rows = np.arange(d.row_group_count)
+        self.plan = plan = BlockPlan(d, rows, len(head))
+        bloom_table = _bloom_table(d, rows, plan.entries)
+        self.footer_start = len(head) + plan.nbytes
+        self.body = footer_body(d, plan.offsets, bloom_table, 0)
+        self.crc_pos = self.footer_start + len(self.body)
+        self.size = self.crc_pos + L.CRC_SIZE + L.TRAILER_SIZE
+        self.head = _U64.pack(self.size) + head[L.PM_SIZE_BYTES :]
+
+    def tail(self, crc) -> bytes:
+        return footer_tail(crc, len(self.body))
+
+    def encode(self) -> np.ndarray:
+        head, plan = self.head, self.plan
+        out = np.empty(self.size, np.uint8)
+        out[: len(head)] = np.frombuffer(head, np.uint8)
+        plan.fill(out[len(head) : self.footer_start])
+        out[self.footer_start : self.crc_pos] = np.frombuffer(self.body, np.uint8)
+        crc = crc32(out, L.CRC_START, self.crc_pos)
+        out[self.crc_pos :] = np.frombuffer(self.tail(crc), np.uint8)
+        return out
+
+
+def _bloom_table(d: Description, rows, inline_entries):
+    if not bloom_columns_of(d):
+        return None
+    return external_bloom_entries(d, rows) if d.bloom_external else inline_entries
