@@ -30,7 +30,12 @@ def write_bytes(path, data):
         f.write(data)
 
 
-from fixtures_infra import s3_bucket, s3_server, spark  # noqa: E402,F401  (real SeaweedFS and Spark)
+def golden(name):
+    """The bytes of one golden `_pm` file."""
+    return read_bytes(os.path.join(GOLDEN, name))
+
+
+from support.fixtures_infra import s3_bucket, s3_server, spark  # noqa: E402,F401  (real SeaweedFS and Spark)
 
 
 # --- skip policy --------------------------------------------------------------------------------

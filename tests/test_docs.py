@@ -119,3 +119,45 @@ def test_api_doc_names_the_public_api():
     missing += [f"qdbpm {c}" for c in commands if f"`qdbpm {c}" not in api]
     assert len(names) >= 15 and len(commands) >= 5
     assert not missing, f"docs/api.md does not document: {missing}"
+
+
+# docs/architecture.md points at code two ways: a file (`qdbpm/pm/reader.py`, `tests/pm/`) or a name
+# (`qdbpm.pm.writer.write_update`, `qdbpm.meta.ParquetMeta.prune`). Each must resolve to live code.
+ARCH_PATH = re.compile(r"`((?:qdbpm|tests|benchmarks|scripts)/[\w./-]*)`")
+ARCH_NAME = re.compile(r"`(qdbpm(?:\.\w+)+)`")
+
+
+def resolve_name(dotted: str):
+    """Import the longest module prefix of `dotted`, then follow attributes; None if it fails."""
+    import importlib
+
+    bits = dotted.split(".")
+    for k in range(len(bits), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(bits[:k]))
+        except ImportError:
+            continue
+        for attr in bits[k:]:
+            if not hasattr(obj, attr):
+                return None
+            obj = getattr(obj, attr)
+        return obj
+    return None
+
+
+def test_architecture_pointers_resolve():
+    text = (DOCS / "architecture.md").read_text("utf-8")
+    paths = ARCH_PATH.findall(text)
+    names = ARCH_NAME.findall(text)
+    assert len(paths) >= 20 and len(names) >= 20, "the pointer scan found almost nothing"
+    bad = [f"path {p}" for p in paths if not (ROOT / p).exists()]
+    bad += [f"name {n}" for n in names if resolve_name(n) is None]
+    assert not bad, "docs/architecture.md points at code that does not exist:\n" + "\n".join(bad)
+
+
+def test_architecture_names_every_package():
+    text = (DOCS / "architecture.md").read_text("utf-8")
+    pkgs = sorted(p.parent.name for p in (ROOT / "qdbpm").glob("*/__init__.py"))
+    assert len(pkgs) >= 7
+    missing = [p for p in pkgs if f"`qdbpm/{p}/`" not in text]
+    assert not missing, f"docs/architecture.md has no paragraph for packages {missing}"

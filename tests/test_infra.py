@@ -101,7 +101,7 @@ def test_s3_auth_required(s3_server, s3_bucket):
 def test_s3_server_stop_leaves_nothing():
     """A second, short-lived server: stop() ends the whole process group and
     removes its files; the ports are free again."""
-    from s3_server import SeaweedS3
+    from support.s3_server import SeaweedS3
 
     srv = SeaweedS3()
     with srv:

@@ -15,21 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ref_bloom
+from support import ref_bloom
 from qdbpm import bloom
-from qdbpm.bloom.sbbf import (
-    SplitBlockBloomFilter,
-    bloom_header_bytes,
-    expected_fpp,
-    hash_values,
-    optimal_num_bytes,
-    parse_bloom_header,
-    probe_many,
-    read_parquet_bloom,
-)
+from qdbpm.bloom.hashing import hash_values
+from qdbpm.bloom.sbbf import SplitBlockBloomFilter, expected_fpp, optimal_num_bytes, probe_many
+from qdbpm.parquet.bloom_header import bloom_header_bytes, parse_bloom_header, read_parquet_bloom
 from qdbpm.errors import ParquetFormatError
 
-from conftest import PEER_DATA  # noqa: E402
+from conftest import PEER_DATA, read_bytes  # noqa: E402
 
 XXHASH_BIN = os.path.join(PEER_DATA, "bloom_filter.xxhash.bin")
 
@@ -37,11 +30,6 @@ INT64_0_9 = [24, 130, 24, 8, 134, 8, 68, 6, 2, 101, 128, 10, 64, 2, 38, 78,
              114, 1, 64, 38, 1, 192, 194, 152, 64, 70, 0, 36, 56, 121, 64, 0]
 A0_A9 = [200, 1, 80, 20, 64, 68, 8, 109, 6, 37, 4, 67, 144, 80, 96, 32,
          8, 132, 43, 33, 0, 5, 99, 65, 2, 0, 224, 44, 64, 78, 96, 4]
-
-
-def read_bytes(path):
-    with open(path, "rb") as fh:
-        return fh.read()
 
 
 def absent_strings(n, prefix="absent-"):

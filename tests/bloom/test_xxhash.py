@@ -9,9 +9,9 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ref_bloom
+from support import ref_bloom
 from qdbpm import bloom
-from qdbpm.bloom.sbbf import hash_values, hash_values_aligned, xxh64
+from qdbpm.bloom.hashing import hash_values, hash_values_aligned, xxh64
 
 
 def xx(b: bytes) -> int:

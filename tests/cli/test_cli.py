@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from conftest import GOLDEN, write_bytes
-from golden_cases import EXAMPLE_A
+from support.golden_cases import EXAMPLE_A
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run(*args):

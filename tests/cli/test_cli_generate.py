@@ -14,9 +14,9 @@ import pytest
 
 import qdbpm
 
-from test_generate import check_pm
+from support.generate_checks import check_pm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run(*args, stderr_tty=False, timeout=120):

@@ -6,9 +6,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from golden_cases import CASES, EXAMPLE_A, EXAMPLE_B  # noqa: E402
+from support.golden_cases import CASES, EXAMPLE_A, EXAMPLE_B  # noqa: E402
 
-from qdbpm.pm.writer import encode_file  # noqa: E402
+from qdbpm.pm.encoder import encode_file  # noqa: E402
 
 files = {"example_a.pm": EXAMPLE_A, "example_b.pm": EXAMPLE_B}
 files.update({f"{name}.pm": encode_file(build()) for name, build in CASES.items()})

@@ -19,11 +19,14 @@ from hypothesis import strategies as st
 from qdbpm.parquet import _thrift
 from qdbpm.pm import layout as L
 from qdbpm.parquet import compact as T
+from qdbpm.parquet.build import frame_footer
 from qdbpm.errors import ParquetFormatError
-from qdbpm.parquet.footer import MAGIC, TAIL_READ, ParquetFooter, parse_footer, read_footer
+from qdbpm.parquet.constants import MAGIC
+from qdbpm.parquet.footer import TAIL_READ, ParquetFooter, parse_footer, read_footer
 
 from conftest import PEER_DATA
-from parquet_oracle import compare_duckdb_stats, compare_pyarrow, compare_thrift
+from conftest import read_bytes as file_bytes
+from support.parquet_oracle import compare_duckdb_stats, compare_pyarrow, compare_thrift, footer_of, pyarrow_reads
 
 # --- peer data ---------------------------------------------------------------------------------
 
@@ -43,27 +46,8 @@ def peer(name):
     return os.path.join(PEER_DATA, name)
 
 
-def file_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def footer_of(data: bytes):
-    """(footer offset, FileMetaData bytes) of a whole Parquet file."""
-    n = int.from_bytes(data[-8:-4], "little")
-    return len(data) - 8 - n, data[-8 - n : -8]
-
-
 def test_peer_data_directory_is_there():
     assert len([f for f in PEER_FILES if f.endswith(".parquet")]) >= 50
-
-
-def pyarrow_reads(path) -> bool:
-    try:
-        pq.ParquetFile(path).metadata
-        return True
-    except Exception:
-        return False
 
 
 @pytest.mark.parametrize("name", PEER_FILES)
@@ -357,7 +341,7 @@ def edit(data: bytes, fn) -> bytes:
     offset, meta = footer_of(data)
     s, _ = T.decode_struct(meta)
     fn(s)
-    return data[:offset] + T.frame_footer(T.encode_struct(s))
+    return data[:offset] + frame_footer(T.encode_struct(s))
 
 
 def chunk_md(s, r=0, c=0):
@@ -498,7 +482,7 @@ def test_empty_table_has_empty_chunks_at_offset_zero(tmp_path):
 def test_trailing_bytes_after_the_struct_are_kept_out(tmp_path):
     data = file_bytes(small_file(tmp_path))
     offset, meta = footer_of(data)
-    f = read_footer(io.BytesIO(data[:offset] + T.frame_footer(meta + b"\x00" * 5)))
+    f = read_footer(io.BytesIO(data[:offset] + frame_footer(meta + b"\x00" * 5)))
     assert f.metadata_length == len(meta) and f.footer_length == len(meta) + 5
     assert f.metadata_bytes() == meta
 

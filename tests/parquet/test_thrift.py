@@ -16,18 +16,17 @@ from hypothesis import strategies as st
 from qdbpm.parquet import _thrift
 from qdbpm.pm import layout as L
 from qdbpm.parquet import compact as T
+from qdbpm.parquet.build import (
+    ColumnChunkSpec, RowGroupSpec, SchemaElement, build_file_metadata, frame_footer, schema_element_struct,
+)
+from qdbpm.parquet.splice import append_footer, append_row_groups, rebase_row_group
 from qdbpm.errors import ParquetFormatError
 from qdbpm.parquet.footer import read_footer
-from qdbpm.parquet.compact import SchemaElement, Struct, TList, TMap
+from qdbpm.parquet.compact import Struct, TList, TMap
 from qdbpm.parquet.compact import T as TT
 
 from conftest import PEER_DATA
-from parquet_oracle import compare_pyarrow, compare_thrift
-
-
-def footer_of(data: bytes):
-    n = int.from_bytes(data[-8:-4], "little")
-    return len(data) - 8 - n, data[-8 - n : -8]
+from support.parquet_oracle import compare_pyarrow, compare_thrift, footer_of
 
 
 def parquet_bytes(table, **kw) -> bytes:
@@ -219,8 +218,8 @@ def append_file(a: bytes, b: bytes) -> bytes:
     """A's bytes, then B's chunks, then A's footer + B's row groups (rebased)."""
     _, a_meta = footer_of(a)
     b_off, b_meta = footer_of(b)
-    meta = T.append_footer(a_meta, b_meta, offset_delta=len(a) - 4)
-    return a + b[4:b_off] + T.frame_footer(meta)
+    meta = append_footer(a_meta, b_meta, offset_delta=len(a) - 4)
+    return a + b[4:b_off] + frame_footer(meta)
 
 
 def test_append_builds_a_file_pyarrow_reads(tmp_path):
@@ -274,11 +273,11 @@ def test_append_keeps_old_row_groups_raw_on_a_big_footer():
     _, a_meta = footer_of(a)
     b = parquet_bytes(pa.table({"a": np.arange(5), "b": np.arange(5) * 2.0}))
     _, b_meta = footer_of(b)
-    meta = T.append_footer(a_meta, b_meta, offset_delta=len(a) - 4)
+    meta = append_footer(a_meta, b_meta, offset_delta=len(a) - 4)
     fa = read_footer(io.BytesIO(a))
     region = fa.buffer[fa.rg_spans[0, 0] : fa.rg_spans[-1, 1]].tobytes()
     assert region in meta and len(meta) < len(a_meta) + len(b_meta)
-    out = a + b[4 : footer_of(b)[0]] + T.frame_footer(meta)
+    out = a + b[4 : footer_of(b)[0]] + frame_footer(meta)
     f = read_footer(io.BytesIO(out))
     assert f.row_group_count == 3001 and f.num_rows == 30005
     assert pq.read_table(io.BytesIO(out)).column("a").to_pylist()[-6:] == [29999, 0, 1, 2, 3, 4]
@@ -289,20 +288,20 @@ def test_append_renumbers_ordinals_and_refuses_other_schemas():
     _, a_meta = footer_of(a)
     rg, _ = T.decode_struct(read_footer(io.BytesIO(a)).raw_row_group(0))
     rg.set(7, TT.I16, 0)
-    meta = T.append_row_groups(a_meta, [rg, rg], offset_delta=0)
+    meta = append_row_groups(a_meta, [rg, rg], offset_delta=0)
     s, _ = T.decode_struct(meta)
     assert [r.get(7) for r in s.get(4).values] == [None, 1, 2] and s.get(3) == 30
-    assert T.append_row_groups(a_meta, [T.encode_struct(rg)]) .count(T.encode_struct(rg)) == 1
+    assert append_row_groups(a_meta, [T.encode_struct(rg)]) .count(T.encode_struct(rg)) == 1
     other = parquet_bytes(pa.table({"z": [1]}))
     with pytest.raises(ValueError, match="different schema"):
-        T.append_footer(a_meta, footer_of(other)[1], offset_delta=0)
+        append_footer(a_meta, footer_of(other)[1], offset_delta=0)
 
 
 def test_rebase_leaves_unset_offsets_alone():
     md = Struct().set(9, TT.I64, 100).set(11, TT.I64, 0)
     cc = Struct().set(2, TT.I64, 0).set(3, TT.STRUCT, md).set(4, TT.I64, 50)
     rg = Struct().set(1, TT.LIST, TList(TT.STRUCT, [cc])).set(5, TT.I64, 100)
-    T.rebase_row_group(rg, 1000)
+    rebase_row_group(rg, 1000)
     assert (md.get(9), md.get(11), cc.get(2), cc.get(4), rg.get(5)) == (1100, 0, 0, 1050, 1100)
 
 
@@ -320,7 +319,7 @@ def fetched_file(data: bytes, footer, row_groups, columns) -> bytes:
             row.append(pos)
             pos += n
         starts.append(row)
-    return b"".join(parts) + T.frame_footer(footer.synthesize(row_groups, columns, starts))
+    return b"".join(parts) + frame_footer(footer.synthesize(row_groups, columns, starts))
 
 
 @pytest.mark.parametrize("kw", [{}, {"use_dictionary": False, "compression": "zstd"},
@@ -360,14 +359,14 @@ def test_build_file_metadata_from_specs():
     data = parquet_bytes(t, use_dictionary=False, compression="snappy", store_schema=False)
     f = read_footer(io.BytesIO(data))
     start, n = int(f.chunks["byte_range_start"][0, 0]), int(f.chunks["total_compressed"][0, 0])
-    spec = T.ColumnChunkSpec(type=L.PT_INT64, path=("value",), codec=L.CODEC_SNAPPY, num_values=100,
+    spec = ColumnChunkSpec(type=L.PT_INT64, path=("value",), codec=L.CODEC_SNAPPY, num_values=100,
                              total_uncompressed_size=int(f.total_uncompressed[0, 0]), total_compressed_size=n,
                              data_page_offset=4 + int(f.data_page_offset[0, 0]) - start, encodings=(0, 3))
     schema = [SchemaElement("schema", num_children=1),
               SchemaElement("value", type=L.PT_INT64, repetition_type=0, logical_type=("INTEGER", 64, True),
                             field_id=7)]
-    meta = T.build_file_metadata(schema, [T.RowGroupSpec(columns=[spec], num_rows=100)])
-    out = b"PAR1" + data[start : start + n] + T.frame_footer(meta)
+    meta = build_file_metadata(schema, [RowGroupSpec(columns=[spec], num_rows=100)])
+    out = b"PAR1" + data[start : start + n] + frame_footer(meta)
     assert pq.read_table(io.BytesIO(out)).column("value").to_pylist() == list(range(100))
     g = read_footer(io.BytesIO(out))
     assert g.leaves[0].field_id == 7 and g.leaves[0].repetition == 0 and g.rg_file_offset[0] == 4
@@ -392,7 +391,7 @@ def test_schema_builder_logical_types_as_pyarrow_reads_them():
         leaf("h", L.PT_FIXED_LEN_BYTE_ARRAY, ("FLOAT16",), type_length=2),
         leaf("b", L.PT_BOOLEAN),
     ]
-    out = b"PAR1" + T.frame_footer(T.build_file_metadata(els, []))
+    out = b"PAR1" + frame_footer(build_file_metadata(els, []))
     schema = pq.read_schema(io.BytesIO(out))
     assert [str(schema.field(i).type) for i in range(len(schema))] == [
         "int8", "uint32", "timestamp[ns, tz=UTC]", "timestamp[ms]", "time64[us]", "date32[day]",
@@ -402,4 +401,4 @@ def test_schema_builder_logical_types_as_pyarrow_reads_them():
     # Every tuple the reader produces encodes back to the same bytes.
     raw = f.buffer.tobytes()
     for (s, e), el in zip(f.schema_spans, f.schema):
-        assert T.encode_struct(T.schema_element_struct(el)) == raw[s:e]
+        assert T.encode_struct(schema_element_struct(el)) == raw[s:e]

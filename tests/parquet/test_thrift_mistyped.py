@@ -29,14 +29,15 @@ import pytest
 
 import qdbpm
 from qdbpm.parquet import compact as T
-from qdbpm.bloom.sbbf import parse_bloom_header
+from qdbpm.parquet.splice import append_row_groups, rebase_row_group
+from qdbpm.parquet.bloom_header import parse_bloom_header
 from qdbpm.errors import ParquetFormatError
 from qdbpm.sync.generate import generate
 from qdbpm.parquet.footer import parse_footer
 
-import thrift_rewrite as W
+from support import thrift_rewrite as W
 from conftest import PEER_DATA, read_bytes
-from thrift_rewrite import BINARY, BYTE, DOUBLE, I16, I32, I64, LIST, MAP, SET, STRUCT, TRUE
+from support.thrift_rewrite import BINARY, BYTE, DOUBLE, I16, I32, I64, LIST, MAP, SET, STRUCT, TRUE
 
 # parquet.thrift, for the structs qdbpm reads: kind -> {field id: (name, wire type, element type)}.
 _EMPTY = (STRUCT, None)
@@ -313,8 +314,8 @@ def check_rebase(mis, absent, path, fid, what):
     a = q_walk(T.decode_struct(mis)[0], rg_path)
     b = q_walk(T.decode_struct(absent)[0], rg_path)
     before = q_walk(a, rest).fields[fid]
-    T.rebase_row_group(a, 1000)
-    T.rebase_row_group(b, 1000)
+    rebase_row_group(a, 1000)
+    rebase_row_group(b, 1000)
     holder = q_walk(a, rest)
     assert holder.fields[fid] == before, what
     holder.pop(fid)
@@ -497,16 +498,16 @@ def test_append_counts_only_well_typed_num_rows_and_row_groups(sources):
     rg = T.decode_struct(meta)[0].get(4).values[0]
     # A mistyped field elsewhere is copied as it is and still absent to the kernel.
     m = W.rewrite(meta, (), 6, (I32, 5))
-    out = T.append_row_groups(m, [rg], offset_delta=0)
+    out = append_row_groups(m, [rg], offset_delta=0)
     f = parse_footer(out, footer_offset=off)
     assert f.row_group_count == 3 and f.num_rows == 3000 and f.created_by is None
     assert T.decode_struct(out)[0].fields[6] == (T.T.I32, 5)
     # A mistyped ordinal in a new row group is not renumbered into a well-typed one.
     rg2 = T.decode_struct(T.encode_struct(rg))[0].set(7, T.T.I32, 0)
-    out = T.append_row_groups(meta, [rg2], offset_delta=0)
+    out = append_row_groups(meta, [rg2], offset_delta=0)
     assert T.decode_struct(out)[0].get(4).values[2].fields[7] == (T.T.I32, 0)
     assert parse_footer(out, footer_offset=off).rg_ordinal.tolist() == [-1, -1, -1]
     # num_rows / row_groups of another wire type are absent: no footer to append to.
     for fid, value in ((3, (I32, 2000)), (4, (LIST, (I32, [1]))), (4, (SET, (STRUCT, [[]])))):
         with pytest.raises(ParquetFormatError, match="has no row_groups or num_rows"):
-            T.append_row_groups(W.rewrite(meta, (), fid, value), [rg], offset_delta=0)
+            append_row_groups(W.rewrite(meta, (), fid, value), [rg], offset_delta=0)

@@ -5,8 +5,8 @@ import os
 
 import qdbpm
 
-from crash_harness import run_child
-from test_mvcc import table_state
+from support.crash_harness import run_child
+from support.table_states import table_state
 
 KILL_POINTS = {"total": 0}
 

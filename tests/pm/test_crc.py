@@ -11,7 +11,7 @@ import pytest
 from qdbpm.pm import crc
 
 # docs/format.md#example-files: A, and B (A after one update).
-from golden_cases import EXAMPLE_A, EXAMPLE_B  # noqa: E402
+from support.golden_cases import EXAMPLE_A, EXAMPLE_B  # noqa: E402
 
 
 def test_example_files_from_the_notes():

@@ -13,7 +13,7 @@ import qdbpm
 from qdbpm.pm import layout as L
 from qdbpm.errors import CorruptFileError, PredicateError
 from support.fuzz import fix_crc, hostile_allocation_ok, run
-from qdbpm.pm.writer import encode_file
+from qdbpm.pm.encoder import encode_file
 
 from conftest import GOLDEN, read_bytes
 

@@ -8,15 +8,10 @@ import pytest
 
 import qdbpm
 from qdbpm.pm import layout as L
-from qdbpm.pm.writer import encode_file
+from qdbpm.pm.encoder import encode_file
 
-from conftest import GOLDEN, read_bytes
-from golden_cases import CASES, EXAMPLE_A, EXAMPLE_B, example_a, example_b
-
-
-def golden(name):
-    with open(os.path.join(GOLDEN, name), "rb") as f:
-        return f.read()
+from conftest import GOLDEN, golden, read_bytes
+from support.golden_cases import CASES, EXAMPLE_A, EXAMPLE_B, example_a, example_b
 
 
 def test_example_files_are_the_notes_bytes():

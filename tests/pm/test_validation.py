@@ -10,27 +10,15 @@ import qdbpm
 from qdbpm.pm import layout as L
 from qdbpm.errors import ChecksumError, CorruptFileError, SnapshotNotFoundError, UnsupportedFeatureError
 
-from conftest import GOLDEN, read_bytes, write_bytes
-from golden_cases import EXAMPLE_A, EXAMPLE_B
-
-
-def golden(name):
-    return read_bytes(os.path.join(GOLDEN, name))
-
-
-def fix_crc(data):
-    """Recompute the latest footer's CRC so the structural check, not the CRC, is what fails."""
-    data = bytearray(data)
-    size = int.from_bytes(data[:8], "little")
-    crc_at = size - 8
-    data[crc_at : crc_at + 4] = struct.pack("<I", zlib.crc32(bytes(data[8:crc_at])))
-    return bytes(data)
+from conftest import GOLDEN, golden, write_bytes
+from support.fuzz import fix_crc
+from support.golden_cases import EXAMPLE_A, EXAMPLE_B
 
 
 def patch(data, offset, value: bytes, crc=True):
     out = bytearray(data)
     out[offset : offset + len(value)] = value
-    return fix_crc(out) if crc else bytes(out)
+    return bytes(fix_crc(out)) if crc else bytes(out)  # with the CRC right, the structural check is what fails
 
 
 def u32(v):

@@ -149,7 +149,7 @@ def test_bind_cache_tells_quoted_from_unquoted():
     """parse("A = 1") == (col("A") == 1), but only the unquoted one finds column "a": the bound
     predicate cached on the schema must not serve one for the other."""
     from qdbpm.pm import layout as L
-    from qdbpm.prune.rules import bind
+    from qdbpm.prune.bind import bind
     from qdbpm.prune.stats import KIND_INT, ColumnType, Schema
 
     sch = Schema([ColumnType("a", 0, L.PT_INT64, L.QDB_LONG, 0, KIND_INT, None, None, True, False),

@@ -17,7 +17,7 @@ from qdbpm.sync.generate import generate
 import pyspark  # noqa: E402,F401  (a test dependency: missing must fail, not skip)
 import qdbpm.spark as qs  # noqa: E402
 
-from test_read_table import pyarrow_partition  # noqa: E402
+from support.table_files import pyarrow_partition  # noqa: E402
 
 
 def small_partition(path, day, rows=120, rg=20):

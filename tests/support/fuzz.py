@@ -4,7 +4,7 @@ correct object, never another exception, a crash or a hang.
 A run opens its mutants with or without the CRC check (`verify`): without it, no structural
 check can lean on the checksum. A valid mutant is then used through every accessor and pruned on
 every column.
-Runs are seeded: the same seed and count give the same mutants. Used by tests/test_fuzz.py
+Runs are seeded: the same seed and count give the same mutants. Used by tests/pm/test_fuzz.py
 (fixed seeds and counts) and scripts/fuzz.py (long runs).
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from qdbpm.pm import layout as L
 from qdbpm.errors import PmError
-from qdbpm.pm.reader import ParquetMeta
+from qdbpm.meta import ParquetMeta
 
 
 def fix_crc(data: bytearray) -> bytearray:

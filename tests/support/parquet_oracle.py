@@ -6,6 +6,8 @@
 
 Both return plain Python structures: per chunk a dict keyed by (row group, column).
 `compare(footer, path)` asserts ParquetFooter against both and returns the number of chunks seen.
+`footer_of` / `footer_meta` cut the footer out of a whole file; `pyarrow_reads(path)`: whether pyarrow
+can read its metadata at all.
 """
 
 from __future__ import annotations
@@ -24,6 +26,29 @@ CODEC_BY_NAME = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "LZO": 3, "BROTLI": 
 ENCODING_BY_NAME = {"PLAIN": 0, "PLAIN_DICTIONARY": 2, "RLE": 3, "BIT_PACKED": 4, "DELTA_BINARY_PACKED": 5,
                     "DELTA_LENGTH_BYTE_ARRAY": 6, "DELTA_BYTE_ARRAY": 7, "RLE_DICTIONARY": 8, "BYTE_STREAM_SPLIT": 9}
 PHYSICAL_BY_NAME = {n: i for i, n in enumerate(L.PHYSICAL_TYPE_NAMES)}
+
+
+# --- whole files ------------------------------------------------------------------------------------
+
+
+def footer_of(data: bytes):
+    """(footer offset, FileMetaData bytes) of a whole Parquet file."""
+    n = int.from_bytes(data[-8:-4], "little")
+    return len(data) - 8 - n, data[-8 - n : -8]
+
+
+def footer_meta(data: bytes):
+    """(footer offset, footer length, FileMetaData bytes) of a whole Parquet file."""
+    n = int.from_bytes(data[-8:-4], "little")
+    return len(data) - 8 - n, n, data[-8 - n : -8]
+
+
+def pyarrow_reads(path) -> bool:
+    try:
+        pq.ParquetFile(path).metadata
+        return True
+    except Exception:
+        return False
 
 
 _UNITS = {"MILLIS": "milliseconds", "MICROS": "microseconds", "NANOS": "nanoseconds"}

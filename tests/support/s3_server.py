@@ -392,7 +392,7 @@ def _sha256_hex(data):
     return hashlib.sha256(data).hexdigest()
 
 
-if __name__ == "__main__":  # manual check: python tests/s3_server.py
+if __name__ == "__main__":  # manual check: python tests/support/s3_server.py
     t0 = time.monotonic()
     with SeaweedS3() as s3:
         t1 = time.monotonic()

@@ -18,9 +18,12 @@ from qdbpm import col
 from qdbpm.pm import layout as L
 from qdbpm.bloom.sbbf import SplitBlockBloomFilter
 from qdbpm.errors import PmError
-from qdbpm.pm.writer import FileOps
+from qdbpm.pm.fileops import FileOps
 
-from test_generate import QDB_COLUMNS, check_pm, file_bytes, footer_meta, questdb_file
+from conftest import read_bytes as file_bytes
+from support.generate_checks import check_pm
+from support.parquet_oracle import footer_meta
+from support.questdb_files import QDB_COLUMNS, questdb_file
 
 
 def part(lo, n):

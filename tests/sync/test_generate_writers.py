@@ -1,5 +1,5 @@
 """`_pm` generation from files written here by three real writers — pyarrow, DuckDB and Spark —
-checked against pyarrow's view of each footer (tests/test_generate.check_pm): chunk fields,
+checked against pyarrow's view of each footer (tests/support/generate_checks.check_pm): chunk fields,
 min/max bytes decoded back to typed values, inline bitsets equal to the Parquet file's bytes,
 external entries addressing exactly the raw bitsets. Bloom filters are then probed and used for
 pruning, and cross-checked with DuckDB's own probe of the same filters.
@@ -22,7 +22,7 @@ from qdbpm.pm import layout as L
 from qdbpm.bloom.sbbf import SplitBlockBloomFilter, expected_fpp
 from qdbpm.sync.generate import generate
 
-from test_generate import check_pm
+from support.generate_checks import check_pm
 
 MODES = ("inline", "external", None)
 
@@ -155,7 +155,7 @@ def test_pyarrow_bloom_filters_probe_and_prune(tmp_path):
 
 def pq_bitset(path, r, name):
     """The raw bitset of one chunk's filter, through pyarrow's metadata and qdbpm.bloom's header parser."""
-    from qdbpm.bloom.sbbf import parse_bloom_header
+    from qdbpm.parquet.bloom_header import parse_bloom_header
 
     md = pq.ParquetFile(path).metadata
     c = [md.schema.column(i).path for i in range(md.num_columns)].index(name)

@@ -25,7 +25,7 @@ import qdbpm
 from qdbpm import col
 from qdbpm.prune.arrow import to_arrow
 from qdbpm.sync.generate import generate
-from test_read_table import CountingFS, upload
+from support.table_files import CountingFS, upload
 
 I = lambda bits: st.integers(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)  # noqa: E731
 U = lambda bits: st.integers(0, (1 << bits) - 1)  # noqa: E731
@@ -445,7 +445,7 @@ def test_strict_types_outside_the_property_types(tmp_path):
 
 
 def test_undecodable_arrow_schema_is_refused_like_pyarrow(tmp_path):
-    from qdbpm.parquet import compact as T
+    from qdbpm.parquet.build import frame_footer
     from qdbpm.parquet.footer import read_footer
 
     (tmp_path / "p").mkdir()
@@ -458,7 +458,7 @@ def test_undecodable_arrow_schema_is_refused_like_pyarrow(tmp_path):
     with open(path, "rb") as fh:
         data = fh.read(f.footer_offset)
     with open(path, "wb") as fh:
-        fh.write(data + T.frame_footer(meta))
+        fh.write(data + frame_footer(meta))
     generate(path)
     with pytest.raises(pa.ArrowException):
         pq.read_table(path)

@@ -16,7 +16,7 @@ from qdbpm import col
 from qdbpm.sync.generate import generate
 from qdbpm.table.table import open_table
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DAY_US = 86_400_000_000
 
 
