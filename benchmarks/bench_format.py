@@ -3,7 +3,7 @@
 import os
 
 import qdbpm
-from qdbpm.pm.writer import encode_file
+from qdbpm.pm.encoder import encode_file
 
 from .datasets import synthetic_description, synthetic_pm
 

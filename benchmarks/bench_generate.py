@@ -57,7 +57,7 @@ class Generate:
     def time_encode(self, row_groups):
         from qdbpm.sync.generate import describe_footer
         from qdbpm.parquet.footer import read_footer
-        from qdbpm.pm.writer import encode_file
+        from qdbpm.pm.encoder import encode_file
 
         encode_file(describe_footer(read_footer(self.path)))
 

@@ -123,9 +123,9 @@ class AppendFooter:
         self.delta = 10 ** 9
 
     def time_append_one_row_group(self, row_groups):
-        from qdbpm.parquet import compact as thrift
+        from qdbpm.parquet.splice import append_footer
 
-        thrift.append_footer(self.meta, self.new_meta, offset_delta=self.delta)
+        append_footer(self.meta, self.new_meta, offset_delta=self.delta)
 
     def time_append_from_parsed_footer(self, row_groups):
         self.footer.append_footer(self.new_meta, self.delta)

@@ -2,7 +2,7 @@
 
     python benchmarks/compare_cold.py [--days 30]
 
-Starts SeaweedFS on loopback (tests/s3_server.py), uploads a trades table, and counts every GET
+Starts SeaweedFS on loopback (tests/support/s3_server.py), uploads a trades table, and counts every GET
 the S3 client sends (requests and bytes, from botocore's own events) for each reader.
 """
 
@@ -24,7 +24,7 @@ import qdbpm  # noqa: E402
 from qdbpm.cli.demo import build_trades  # noqa: E402
 from qdbpm.prune.arrow import to_arrow  # noqa: E402
 from qdbpm.sync.generate import generate  # noqa: E402
-from s3_server import SeaweedS3  # noqa: E402
+from support.s3_server import SeaweedS3  # noqa: E402
 
 QUERY = "ts BETWEEN '2024-01-15T10:00:00Z' AND '2024-01-15T13:59:59Z' AND sym = 'NVDA'"
 

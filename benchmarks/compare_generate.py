@@ -41,7 +41,7 @@ def main(argv=None):
 
     from qdbpm.sync.generate import describe_footer, generate
     from qdbpm.parquet.footer import read_footer
-    from qdbpm.pm.writer import encode_file
+    from qdbpm.pm.encoder import encode_file
 
     path = parquet_dataset(args.row_groups)
     tmp = tempfile.mkdtemp(prefix="qdbpm-cmp-gen-", dir=os.path.dirname(path))

@@ -16,6 +16,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from .prune import expr as E
 from .pm import layout as L
+from .pm import qdb_types as Q
 
 GENERATE_SCHEMA = "parquet_path string, pm_path string, pm_size long, row_groups int, error string"
 PRUNE_SCHEMA = "partition string, row_group int, num_rows long"
@@ -33,7 +34,7 @@ def generate(spark, parquet_paths, *, bloom="inline", files_per_task=16):
     def gen(batches):
         from qdbpm.errors import PmError
         from qdbpm.sync.generate import default_pm_path, generate as gen_one
-        from qdbpm.pm.reader import open as open_pm
+        from qdbpm.meta import open as open_pm
 
         for batch in batches:
             rows = []
@@ -74,8 +75,7 @@ def prune(spark, table_root, predicate, *, partitions_per_task=64):
             names = batch.column(0).to_pylist()
             if not names:
                 continue
-            t = Table.__new__(Table)
-            t.filesystem, t.root, t.partitions, t._metas, t._groups = None, root, sorted(names), {}, None
+            t = Table(root, partitions=names)
             try:
                 kept = t.prune(predicate)
             finally:
@@ -95,7 +95,7 @@ def surviving_row_groups_udf(predicate):
     pred = parse(predicate) if isinstance(predicate, str) else predicate
 
     def surviving(paths):
-        from qdbpm.pm.reader import open as open_pm
+        from qdbpm.meta import open as open_pm
 
         out = []
         for p in paths:
@@ -111,42 +111,23 @@ def surviving_row_groups_udf(predicate):
 # --- types ------------------------------------------------------------------------------------
 
 
+# The Arrow type Spark expects for each Spark SQL type (decimals: pa.decimal128 of the column).
+_SPARK_ARROW = {"boolean": pa.bool_(), "byte": pa.int8(), "short": pa.int16(), "int": pa.int32(), "long": pa.int64(),
+                "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"), "float": pa.float32(),
+                "double": pa.float64(), "string": pa.string(), "binary": pa.binary()}
+
+
 def spark_field(pm, c):
     """(Spark DDL type, Arrow type Spark expects) of a `_pm` column, or None when unsupported."""
     d = pm.columns[c]
     pt, tc = int(d["physical_type"]), int(d["type"])
-    tag = L.qdb_type_tag(tc)
     if int(d["max_rep_level"]) > 0 or int(d["max_def_level"]) > 1:
         return None
-    if L.QDB_DECIMAL8 <= tag <= L.QDB_DECIMAL256:
-        p = (tc >> L.QDB_DECIMAL_PRECISION_SHIFT) & 0x3FF
-        s = (tc >> L.QDB_DECIMAL_SCALE_SHIFT) & 0x3F
-        return (f"decimal({p},{s})", pa.decimal128(p, s)) if p <= 38 else None
-    if pt == L.PT_BOOLEAN:
-        return "boolean", pa.bool_()
-    if pt == L.PT_INT32:
-        if tag == L.QDB_BYTE:
-            return "byte", pa.int8()
-        if tag == L.QDB_SHORT:
-            return "short", pa.int16()
-        if tag == L.QDB_DATE:
-            return "date", pa.date32()
-        if tag == L.QDB_IPV4 or tc < 0:
-            return "long", pa.int64()
-        return "int", pa.int32()
-    if pt == L.PT_INT64:
-        if tag in (L.QDB_TIMESTAMP, L.QDB_DATE):
-            return "timestamp", pa.timestamp("us", tz="UTC")
-        return "long", pa.int64()
-    if pt == L.PT_INT96:
-        return "timestamp", pa.timestamp("us", tz="UTC")
-    if pt == L.PT_FLOAT:
-        return "float", pa.float32()
-    if pt == L.PT_DOUBLE:
-        return "double", pa.float64()
-    if pt == L.PT_BYTE_ARRAY and tag in (L.QDB_STRING, L.QDB_SYMBOL, L.QDB_VARCHAR):
-        return "string", pa.string()
-    return "binary", pa.binary()
+    ddl = Q.spark_type(tc, pt)
+    if ddl is None:
+        return None
+    dec = Q.decimal_params(tc)
+    return ddl, pa.decimal128(*dec) if dec is not None else _SPARK_ARROW[ddl]
 
 
 def _to_spark_arrow(table: pa.Table, fields) -> pa.Table:
@@ -168,11 +149,11 @@ def _exact_type(pm, name) -> bool:
     """Columns whose Spark comparisons mean exactly what qdbpm's do on the same stored values."""
     c = pm.column_index(name)
     d = pm.columns[c]
-    pt, tag = int(d["physical_type"]), L.qdb_type_tag(int(d["type"]))
+    pt, tc = int(d["physical_type"]), int(d["type"])
     if pt in (L.PT_FLOAT, L.PT_DOUBLE):
         return False  # Spark: NaN = NaN and NaN > everything
-    if tag == L.QDB_TIMESTAMP and int(d["type"]) & L.QDB_FLAG_TIMESTAMP_NANOS:
-        return False  # Spark sees microseconds; compares after truncation
+    if Q.unit(tc, pt) == "ns" or pt == L.PT_INT96:
+        return False  # nanoseconds: Spark sees microseconds; compares after truncation
     if spark_field(pm, c) is None or spark_field(pm, c)[0] == "binary":
         return False
     return True

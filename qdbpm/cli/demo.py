@@ -13,6 +13,8 @@ import time
 
 import numpy as np
 
+from ..pm import layout as L
+
 DAY_US = 86_400_000_000
 SYMBOLS = ["AAPL", "AMZN", "GOOG", "META", "MSFT", "NVDA", "TSLA", "NFLX"]
 QUERY = "ts BETWEEN '2024-01-15T10:00:00Z' AND '2024-01-15T13:59:59Z' AND sym = 'NVDA' AND price > 100"
@@ -32,7 +34,7 @@ class _CountingFS:
 
     def cat_file(self, path, start=None, end=None, **kw):
         data = self.fs.cat_file(path, start=start, end=end, **kw)
-        if str(path).endswith("_pm"):
+        if str(path).endswith(L.PM_FILE_NAME):
             self.pm_reads += 1
             self.pm_bytes += len(data)
         else:
@@ -67,7 +69,7 @@ def build_trades(root, days=30, rows_per_day=48_000, row_group=4_000, seed=0):
             "qty": pa.array(rng.integers(1, 1000, rows_per_day), pa.int64()),
             "side": pa.array(np.where(rng.random(rows_per_day) < 0.5, "buy", "sell")),
         })
-        path = os.path.join(part, "data.parquet")
+        path = os.path.join(part, L.PARQUET_FILE_NAME)
         pq.write_table(t, path, row_group_size=row_group, compression="zstd",
                        sorting_columns=[pq.SortingColumn(0)], bloom_filter_options={"sym": {"ndv": 8}})
         paths.append(path)

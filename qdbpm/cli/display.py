@@ -1,7 +1,8 @@
 """Scalar interpretation of verbatim Parquet stat bytes for display (inspect, JSON).
 
-Units come from the QuestDB type code, as the stats are stored in Parquet-native units:
-DATE on INT32 = days, DATE on INT64 = millis, TIMESTAMP = micros, TIMESTAMP_NS = nanos.
+The stats are stored in Parquet-native units; what they mean comes from the QuestDB type code
+(pm.qdb_types): DATE on INT32 = days, DATE on INT64 = millis, TIMESTAMP = micros, TIMESTAMP_NS =
+nanos, INT96 = nanos since the Julian epoch.
 """
 
 from __future__ import annotations
@@ -9,81 +10,63 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import ipaddress
-import struct
 import uuid
 
 from ..pm import layout as L
+from ..pm import qdb_types as Q
+from ..pm import stat_decode as SD
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
 _EXACT = decimal.Context(prec=100)
 
 _EPOCH = _dt.datetime(1970, 1, 1)
-_JULIAN_EPOCH_DAY = 2440588
+_PER_SECOND = {"ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
-def decimal_scale(type_code: int) -> int:
-    return (type_code >> L.QDB_DECIMAL_SCALE_SHIFT) & 0x3F
-
-
-def is_decimal(type_code: int) -> bool:
-    return L.QDB_DECIMAL8 <= L.qdb_type_tag(type_code) <= L.QDB_DECIMAL256
-
-
-def _epoch_plus(value: int, unit_per_second: int) -> str:
-    secs, frac = divmod(value, unit_per_second)
+def _epoch_plus(value: int, unit: str) -> str:
+    per_second = _PER_SECOND[unit]
+    secs, frac = divmod(value, per_second)
     try:
         t = _EPOCH + _dt.timedelta(seconds=secs)
     except OverflowError:
         return f"{value} (out of datetime range)"
-    digits = {1000: 3, 1_000_000: 6, 1_000_000_000: 9}[unit_per_second]
-    return t.isoformat() + f".{frac:0{digits}d}Z"
+    return t.isoformat() + f".{frac:0{len(str(per_second)) - 1}d}Z"
+
+
+def _date(days: int) -> str:
+    try:
+        return (_EPOCH.date() + _dt.timedelta(days=days)).isoformat()
+    except OverflowError:
+        return f"{days} (out of date range)"
 
 
 def decode_stat(raw: bytes | None, physical_type: int, type_code: int = -1):
     """A JSON-friendly value (int, float, bool or str) for one stat; None when absent."""
     if raw is None:
         return None
-    tag = L.qdb_type_tag(type_code)
+    pt = physical_type
     try:
-        if physical_type == L.PT_BOOLEAN:
-            return bool(raw[0])
-        if physical_type == L.PT_INT32:
-            (v,) = struct.unpack("<i", raw[:4].ljust(4, b"\0"))
-            if tag == L.QDB_IPV4:
-                return str(ipaddress.IPv4Address(v & 0xFFFFFFFF))
-            if tag == L.QDB_DATE:
-                return (_dt.date(1970, 1, 1) + _dt.timedelta(days=v)).isoformat()
-            if is_decimal(type_code):
-                return str(decimal.Decimal(v).scaleb(-decimal_scale(type_code), _EXACT))
-            return v
-        if physical_type == L.PT_INT64:
-            (v,) = struct.unpack("<q", raw[:8].ljust(8, b"\0"))
-            if tag == L.QDB_DATE:
-                return _epoch_plus(v, 1000)
-            if tag == L.QDB_TIMESTAMP:
-                return _epoch_plus(v, 1_000_000_000 if type_code & L.QDB_FLAG_TIMESTAMP_NANOS else 1_000_000)
-            if is_decimal(type_code):
-                return str(decimal.Decimal(v).scaleb(-decimal_scale(type_code), _EXACT))
-            return v
-        if physical_type == L.PT_FLOAT:
-            return struct.unpack("<f", raw[:4])[0]
-        if physical_type == L.PT_DOUBLE:
-            return struct.unpack("<d", raw[:8])[0]
-        if physical_type == L.PT_INT96 and len(raw) == 12:
-            nanos, day = struct.unpack("<qi", raw)
-            return _epoch_plus((day - _JULIAN_EPOCH_DAY) * 86_400_000_000_000 + nanos, 1_000_000_000)
-        if physical_type == L.PT_FIXED_LEN_BYTE_ARRAY:
-            if tag == L.QDB_UUID and len(raw) == 16:
-                return str(uuid.UUID(bytes=bytes(raw)))
-            if is_decimal(type_code):
-                v = int.from_bytes(raw, "big", signed=True)
-                return str(decimal.Decimal(v).scaleb(-decimal_scale(type_code), _EXACT))
-            return raw.hex()
-        if physical_type == L.PT_BYTE_ARRAY:
-            if tag in (L.QDB_STRING, L.QDB_SYMBOL, L.QDB_VARCHAR):
-                # Truncated stats may end inside a character.
-                return raw.decode("utf-8", errors="replace")
-            return raw.hex()
-    except (struct.error, ValueError, IndexError):
-        pass
-    return raw.hex()
+        v = SD.plain_value(raw, pt)
+    except ValueError:
+        return bytes(raw).hex()
+    if isinstance(v, (bool, float)):
+        return v
+    if pt == L.PT_INT96:
+        return _epoch_plus(v, "ns")
+    dec, form = Q.decimal_params(type_code), Q.value_form(type_code)
+    if isinstance(v, int):  # INT32 / INT64
+        if dec is not None:
+            return str(decimal.Decimal(v).scaleb(-dec[1], _EXACT))
+        if form == "ipv4" and pt == L.PT_INT32:
+            return str(ipaddress.IPv4Address(v & 0xFFFFFFFF))
+        unit = Q.unit(type_code, pt)
+        if unit == "days":
+            return _date(v)
+        return v if unit is None else _epoch_plus(v, unit)
+    if dec is not None:
+        return str(decimal.Decimal(SD.decimal_value(v)).scaleb(-dec[1], _EXACT))
+    if form == "uuid" and pt == L.PT_FIXED_LEN_BYTE_ARRAY and len(v) == 16:
+        return str(uuid.UUID(bytes=v))
+    if form == "text" and pt == L.PT_BYTE_ARRAY:
+        return v.decode("utf-8", errors="replace")  # truncated stats may end inside a character
+    return v.hex()

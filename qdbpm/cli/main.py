@@ -12,8 +12,9 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from ..pm import layout as L
+from ..pm import qdb_types as Q
 from ..errors import PmError
-from ..pm.reader import open as open_pm
+from ..meta import open as open_pm
 from .display import decode_stat
 
 
@@ -48,7 +49,7 @@ def describe(pm) -> dict:
             "name": pm.column_names[i],
             "id": int(c["id"]),
             "type": int(c["type"]),
-            "type_name": L.qdb_type_name(int(c["type"])),
+            "type_name": Q.type_name(int(c["type"])),
             "physical_type": L.PHYSICAL_TYPE_NAMES[int(c["physical_type"])],
             "fixed_byte_len": int(c["fixed_byte_len"]),
             "repetition": L.REPETITION_NAMES.get(L.flags_repetition(int(c["flags"]))),
@@ -169,8 +170,8 @@ def find_parquet_files(paths):
             found = []
             for root, dirs, files in os.walk(p):
                 dirs.sort()
-                if "data.parquet" in files:
-                    found.append(os.path.join(root, "data.parquet"))
+                if L.PARQUET_FILE_NAME in files:
+                    found.append(os.path.join(root, L.PARQUET_FILE_NAME))
             out.extend(sorted(found))
         else:
             out.append(p)

@@ -4,7 +4,7 @@ its `_pm`.
     append(parquet_path, table)   new row groups after the old footer, a new footer, `_pm` update
     recover(parquet_path)         drop bytes a crashed append left past the committed Parquet size
 
-Order of writes (every one through `ops`, the `writer.FileOps` seam, so a crash-test harness can
+Order of writes (every one through `ops`, the `pm.fileops.FileOps` seam, so a crash-test harness can
 count and cut at each boundary):
 
   1. no `_pm` yet: `generate` one for the file as it is (atomic: temp file + rename);
@@ -55,12 +55,17 @@ import numpy as np
 
 from ..pm import layout as L
 from ..parquet import compact as T
+from ..parquet.build import arrow_schema, build_file_metadata, frame_footer
+from ..parquet.constants import (
+    CT_DECIMAL, KV_KEY, KV_VALUE, MAGIC, SE_FIELD_ID, SE_NAME, SE_NUM_CHILDREN, SE_REPETITION_TYPE, SE_TYPE,
+    SE_TYPE_LENGTH,
+)
 from ..errors import ParquetFormatError, PmError
 from .generate import default_pm_path, generate, update
 from ..parquet.footer import read_footer
-from ..pm.reader import open as open_pm
-from ..parquet.schema import _common_sorting, map_schema
-from ..pm.writer import DEFAULT_OPS, FileOps
+from ..pm.reader import PmFile
+from ..parquet.schema import common_sorting, map_schema
+from ..pm.fileops import DEFAULT_OPS, FileOps
 
 __all__ = ["append", "recover"]
 
@@ -83,7 +88,7 @@ def recover(parquet_path, pm_path=None, *, ops: FileOps = DEFAULT_OPS) -> int:
     pm_path = pm_path or default_pm_path(parquet_path)
     if not os.path.exists(pm_path):
         return os.path.getsize(parquet_path)
-    with open_pm(pm_path) as pm:
+    with PmFile(pm_path) as pm:
         size, footer_length = pm.parquet_size, pm.parquet_footer_length
     actual = os.path.getsize(parquet_path)
     if actual < size:
@@ -92,7 +97,7 @@ def recover(parquet_path, pm_path=None, *, ops: FileOps = DEFAULT_OPS) -> int:
     with open(parquet_path, "rb") as f:
         f.seek(size - L.PARQUET_TAIL)
         tail = f.read(L.PARQUET_TAIL)
-    want = footer_length.to_bytes(4, "little") + b"PAR1"
+    want = footer_length.to_bytes(4, "little") + MAGIC
     if tail != want:
         raise PmError(f"{parquet_path}: bytes [{size - L.PARQUET_TAIL}, {size}) are {tail.hex()}, not the footer "
                       f"length + PAR1 ({want.hex()}) of the _pm snapshot ({pm_path}): not the file it describes")
@@ -130,7 +135,7 @@ def append(parquet_path, table, pm_path=None, *, row_group_size=None, ops: FileO
         recover(parquet_path, pm_path, ops=ops)
     footer = read_footer(parquet_path)
     if table.num_rows == 0:
-        with open_pm(pm_path) as pm:
+        with PmFile(pm_path) as pm:
             return pm.pm_size
     old_size = footer.file_size
     try:
@@ -154,7 +159,7 @@ def append(parquet_path, table, pm_path=None, *, row_group_size=None, ops: FileO
     order = _check_order(parquet_path, footer, data)
     if order:
         options["sorting_columns"] = order
-    if any(leaf.physical_type in (L.PT_INT32, L.PT_INT64) and (leaf.converted_type == 5 or (
+    if any(leaf.physical_type in (L.PT_INT32, L.PT_INT64) and (leaf.converted_type == CT_DECIMAL or (
             leaf.logical_type or ("",))[0] == "DECIMAL") for leaf in footer.leaves):
         options["store_decimal_as_integer"] = True  # the file keeps small decimals as INT32 / INT64
     # The format version changes how pyarrow lays some types out (uint32, ns timestamps): take the
@@ -185,16 +190,16 @@ def append(parquet_path, table, pm_path=None, *, row_group_size=None, ops: FileO
         s.set(T.FMD_SCHEMA, T.T.LIST, T.TList(T.T.STRUCT, old_schema))
         new_meta = T.encode_struct(s)
     _check_continues(parquet_path, footer, new_footer)
-    chunks = memoryview(new)[len(b"PAR1") : new_footer.footer_offset]
+    chunks = memoryview(new)[len(MAGIC) : new_footer.footer_offset]
     try:
-        meta = footer.append_footer(new_meta, old_size - len(b"PAR1"))
+        meta = footer.append_footer(new_meta, old_size - len(MAGIC))
     except ValueError as e:
         raise PmError(f"{parquet_path}: cannot append: {e}") from None
     meta = _bump_questdb_unused(meta, old_size - footer.footer_offset)
 
     fd = ops.open_rw(parquet_path)
     try:
-        ops.pwrite(fd, bytes(chunks) + T.frame_footer(meta), old_size)
+        ops.pwrite(fd, bytes(chunks) + frame_footer(meta), old_size)
         ops.fsync(fd)
     finally:
         ops.close(fd)
@@ -206,7 +211,7 @@ def _sort_keys(footer):
     columns every row group declares, else the designated timestamp when the partition is
     sorted by it (SORTING_IS_DTS_ASC); [] when none. Also returns the designated timestamp."""
     mapping = map_schema(footer)
-    keys = _common_sorting(footer)
+    keys = common_sorting(footer)
     if not keys and mapping.sorting_is_dts_asc:
         keys = [(mapping.designated_timestamp, False, False)]
     return keys, mapping.designated_timestamp
@@ -238,7 +243,7 @@ def _check_order(path, footer, data):
         raise PmError(f"{path}: cannot append: the file's rows are sorted by "
                       + ", ".join(f"{n}{' desc' if d else ''}" for n, (_, d, _) in zip(names, keys))
                       + " and the table's rows are not")
-    if not _common_sorting(footer):
+    if not common_sorting(footer):
         return None  # only implied (SORTING_IS_DTS_ASC): the file's row groups declare nothing
     return [pq.SortingColumn(c, descending=d, nulls_first=nf) for c, d, nf in keys]
 
@@ -290,8 +295,7 @@ def _check_table(path, file_schema, table):
 
 # SchemaElement fields: structure (must be equal) and annotations (may differ when pyarrow reads
 # both as the same Arrow type, e.g. DuckDB's INT_64 converted type on an int64 column).
-_SE_TYPE, _SE_TYPE_LENGTH, _SE_REPETITION, _SE_NAME, _SE_CHILDREN, _SE_FIELD_ID = 1, 2, 3, 4, 5, 9
-_STRUCTURE = (_SE_TYPE, _SE_TYPE_LENGTH, _SE_REPETITION, _SE_NAME, _SE_CHILDREN)
+_STRUCTURE = (SE_TYPE, SE_TYPE_LENGTH, SE_REPETITION_TYPE, SE_NAME, SE_NUM_CHILDREN)
 
 
 def _check_parquet_schema(path, footer, new_footer):
@@ -309,14 +313,14 @@ def _check_parquet_schema(path, footer, new_footer):
     annotated = []
     for i, (a, b) in enumerate(zip(old, new)):
         for fid in _STRUCTURE:
-            if fid == _SE_NAME and i == 0:
+            if fid == SE_NAME and i == 0:
                 continue
             if a.get(fid) != b.get(fid):
                 raise PmError(f"{path}: cannot append: schema element {i} ({footer.schema[i].name!r}): "
                               f"{_SE_NAMES[fid]} is {_show(a.get(fid))} in the file, {_show(b.get(fid))} in the "
                               "table as pyarrow writes it")
-        ka = {f: v for f, (_, v) in a.fields.items() if f not in _STRUCTURE and f != _SE_FIELD_ID}
-        kb = {f: v for f, (_, v) in b.fields.items() if f not in _STRUCTURE and f != _SE_FIELD_ID}
+        ka = {f: v for f, (_, v) in a.fields.items() if f not in _STRUCTURE and f != SE_FIELD_ID}
+        kb = {f: v for f, (_, v) in b.fields.items() if f not in _STRUCTURE and f != SE_FIELD_ID}
         if ka != kb:
             annotated.append(i)
     if annotated:
@@ -328,8 +332,8 @@ def _check_parquet_schema(path, footer, new_footer):
                           "and pyarrow does not read them as the same type")
 
 
-_SE_NAMES = {_SE_TYPE: "the physical type", _SE_TYPE_LENGTH: "type_length", _SE_REPETITION: "repetition",
-             _SE_NAME: "the name", _SE_CHILDREN: "num_children"}
+_SE_NAMES = {SE_TYPE: "the physical type", SE_TYPE_LENGTH: "type_length", SE_REPETITION_TYPE: "repetition",
+             SE_NAME: "the name", SE_NUM_CHILDREN: "num_children"}
 
 
 def _show(v):
@@ -338,12 +342,10 @@ def _show(v):
 
 def _plain_arrow_schema(structs):
     """The Arrow schema pyarrow derives from these schema elements alone (no ARROW:schema), or None."""
-    import pyarrow.parquet as pq
-
-    structs = [T.Struct({f: v for f, v in s.fields.items() if f != _SE_FIELD_ID}) for s in structs]
-    meta = T.build_file_metadata(structs, [], created_by=None)
+    structs = [T.Struct({f: v for f, v in s.fields.items() if f != SE_FIELD_ID}) for s in structs]
+    meta = build_file_metadata(structs, [], created_by=None)
     try:
-        return pq.read_schema(io.BytesIO(b"PAR1" + T.frame_footer(meta)))
+        return arrow_schema(meta)
     except Exception:  # pyarrow refuses the schema (e.g. a MAP with optional keys)
         return None
 
@@ -357,16 +359,16 @@ def _bump_questdb_unused(meta: bytes, delta: int) -> bytes:
     missing); unchanged without such a JSON object. Only the key_value_metadata value is
     re-encoded; every other field stays as it was."""
     buf = memoryview(meta).cast("B")
-    for fid, ttype, start, end in T._top_fields(buf):
+    for fid, ttype, start, end in T.top_fields(buf):
         if fid != T.FMD_KV or ttype != T.T.LIST:
             continue
-        kvs = T._Decoder(buf, start, None).value(T.T.LIST, 1, False)
+        kvs = T.decode_value(buf, T.T.LIST, start)[0]
         for kv in kvs.values:
             # A mistyped key or value is absent (Thrift's skip rule), never a bare TypeError.
-            if not isinstance(kv, T.Struct) or kv.typed(1, T.T.BINARY) != b"questdb" or not kv.typed(2, T.T.BINARY):
+            if not isinstance(kv, T.Struct) or kv.typed(KV_KEY, T.T.BINARY) != b"questdb" or not kv.typed(KV_VALUE, T.T.BINARY):
                 continue
             try:
-                doc = json.loads(kv.typed(2, T.T.BINARY))
+                doc = json.loads(kv.typed(KV_VALUE, T.T.BINARY))
             except ValueError:
                 return meta
             if not isinstance(doc, dict):
@@ -375,8 +377,6 @@ def _bump_questdb_unused(meta: bytes, delta: int) -> bytes:
             if isinstance(old, bool) or not isinstance(old, int):
                 raise ParquetFormatError(f"questdb key-value metadata unused_bytes is {old!r}, not an integer")
             doc["unused_bytes"] = max(0, old) + delta
-            kv.set(2, T.T.BINARY, json.dumps(doc, separators=(",", ":")).encode())
-            e = T._Encoder()
-            e.value(T.T.LIST, kvs, False)
-            return bytes(buf[:start]) + bytes(e.out) + bytes(buf[end:])
+            kv.set(KV_VALUE, T.T.BINARY, json.dumps(doc, separators=(",", ":")).encode())
+            return bytes(buf[:start]) + T.encode_value(T.T.LIST, kvs) + bytes(buf[end:])
     return meta

@@ -14,13 +14,17 @@ import os
 import numpy as np
 
 from ..pm import layout as L
-from ..bloom.sbbf import SplitBlockBloomFilter, parse_bloom_header
+from ..bloom.sbbf import SplitBlockBloomFilter
+from ..parquet.bloom_header import parse_bloom_header
+from ..parquet.constants import CT_TIME_MICROS, CT_TIME_MILLIS, CT_TIMESTAMP_MICROS, CT_TIMESTAMP_MILLIS
 from ..pm.description import ByteRefs, Description
 from ..errors import ParquetFormatError, PmError
 from ..parquet.footer import read_footer
-from ..pm.reader import open as open_pm
+from ..pm.reader import PmFile
 from ..parquet.schema import map_schema
-from ..pm.writer import DEFAULT_OPS, FileOps, write_new, write_update
+from ..table.ranges import coalesce
+from ..pm.fileops import DEFAULT_OPS, FileOps
+from ..pm.writer import first_chunk_starts, unchanged_row_groups, write_new, write_update
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
 _EXACT = decimal.Context(prec=100)
@@ -31,7 +35,7 @@ COALESCE_GAP = 1 << 20
 
 
 def default_pm_path(parquet_path) -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(os.fspath(parquet_path))), "_pm")
+    return os.path.join(os.path.dirname(os.path.abspath(os.fspath(parquet_path))), L.PM_FILE_NAME)
 
 
 def _check_mode(bloom):
@@ -62,20 +66,16 @@ def describe_footer(footer, mapping=None) -> Description:
 def _read_ranges(f, ranges):
     """Read [(offset, length)] sorted by offset, coalescing near neighbours: {offset: bytes}."""
     out = {}
-    i = 0
-    while i < len(ranges):
-        start, end = ranges[i][0], ranges[i][0] + ranges[i][1]
-        j = i + 1
-        while j < len(ranges) and ranges[j][0] - end <= COALESCE_GAP:
-            end = max(end, ranges[j][0] + ranges[j][1])
-            j += 1
+    # A local file: any hole up to COALESCE_GAP is cheaper read than sought, whatever the waste.
+    for rng in coalesce([(off, ln, (off, ln)) for off, ln in ranges], max_gap=COALESCE_GAP,
+                        max_range=float("inf"), max_waste=float("inf")):
+        start, end = rng.start, rng.end
         f.seek(start)
         blob = f.read(end - start)
         if len(blob) != end - start:
             raise ParquetFormatError(f"bloom filter bytes [{start}, {end}) run past the end of the file")
-        for off, ln in ranges[i:j]:
+        for off, ln in rng.chunks:
             out[off] = blob[off - start : off - start + ln]
-        i = j
     return out
 
 
@@ -133,7 +133,7 @@ def _stored_unit(leaf):
     if lt and lt[0] in ("TIMESTAMP", "TIME"):
         return _UNIT.get(lt[1])
     ct = leaf.converted_type if leaf is not None else None
-    return {9: "ms", 10: "us", 7: "ms", 8: "us"}.get(ct)  # TIMESTAMP_MILLIS/MICROS, TIME_MILLIS/MICROS
+    return {CT_TIMESTAMP_MILLIS: "ms", CT_TIMESTAMP_MICROS: "us", CT_TIME_MILLIS: "ms", CT_TIME_MICROS: "us"}.get(ct)
 
 
 def _plain_values(arr, column, leaf=None):
@@ -310,9 +310,9 @@ def update(parquet_path, pm_path=None, *, base_parquet_size=None, ops: FileOps =
     indexes of replaced row groups are not counted: the `_pm` does not know their sizes.
     """
     pm_path = pm_path or default_pm_path(parquet_path)
-    with open_pm(pm_path, parquet_size=base_parquet_size) as old:
+    with PmFile(pm_path, parquet_size=base_parquet_size) as old:
         old_rows = old.row_group_count
-        old_first = old.chunks["byte_range_start"][:, 0].copy() if old.column_count else np.zeros(0, np.uint64)
+        old_starts = first_chunk_starts(old.chunks)
         old_sizes = old.chunks["total_compressed"].sum(axis=1) if old.column_count else np.zeros(old_rows)
         old_unused, old_pfl = old.unused_bytes, old.parquet_footer_length
         bloom_cols = [int(c) for c in old.bloom_columns]
@@ -326,9 +326,7 @@ def update(parquet_path, pm_path=None, *, base_parquet_size=None, ops: FileOps =
         if R < old_rows:
             raise PmError(f"{parquet_path} has {R} row groups, fewer than the {old_rows} of the _pm snapshot; "
                           "removing row groups needs a rewrite (qdbpm.generate)")
-        changed = np.ones(R, bool)
-        if desc.columns and old_rows:
-            changed[:old_rows] = desc.chunks["byte_range_start"][:old_rows, 0] != old_first
+        changed = ~unchanged_row_groups(old_starts, desc.chunks)
         rows = np.nonzero(changed)[0]
         blooms = None
         if bloom_cols:

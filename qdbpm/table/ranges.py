@@ -14,6 +14,7 @@ import numpy as np
 
 from ..pm import layout as L
 from ..errors import CorruptFileError, StorageError
+from ..parquet.constants import MAGIC
 
 DEFAULT_MAX_GAP = 64 * 1024  # merge two ranges when fewer bytes than this lie between them
 DEFAULT_MAX_WASTE = 0.05  # ... and the bytes fetched for nothing stay under 5% of the useful ones
@@ -81,23 +82,34 @@ def plan(pm, row_groups=None, columns=None, *, max_gap=DEFAULT_MAX_GAP, max_rang
                        rgs[take[0]].tolist(), cols[take[1]].tolist()))
     # All-null chunks are never fetched, not even as filler inside a coalesced range.
     barriers = sorted(int(x) for x in starts[nulls].tolist())
+    ranges = coalesce([(s, n, (r, c, s, n)) for s, n, r, c in items], max_gap=max_gap, max_range=max_range,
+                      max_waste=max_waste, barriers=barriers)
+    return Plan(ranges, all_null, int(lengths[take].sum()) if items else 0)
+
+
+def coalesce(spans, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE, max_waste=DEFAULT_MAX_WASTE,
+             barriers=()) -> list:
+    """The one coalescing rule. spans: [(start, length, item)] sorted by start -> [Range] whose
+    `chunks` are the items. A span joins the previous range when the hole between them is at most
+    `max_gap` bytes, the merged range stays within `max_range` bytes, its bytes fetched for nothing
+    stay within `max_waste` of the requested ones, and no barrier offset (sorted) lies in the hole."""
     ranges = []
-    for s, n, r, c in items:
-        cur = ranges[-1] if ranges else None
+    cur = None
+    for s, n, item in spans:
         if cur is not None:
             new_len = max(cur.end, s + n) - cur.start
             useful = cur.useful + n
             k = bisect.bisect_left(barriers, cur.end)
-            crosses_null = k < len(barriers) and barriers[k] < s
+            crosses = k < len(barriers) and barriers[k] < s
             if (s - cur.end <= max_gap and new_len <= max_range and new_len - useful <= max_waste * useful
-                    and not crosses_null):
+                    and not crosses):
                 cur.length, cur.useful = new_len, useful
-                cur.chunks.append((r, c, s, n))
+                cur.chunks.append(item)
                 continue
         cur = Range(s, n, useful=n)
         ranges.append(cur)
-        cur.chunks.append((r, c, s, n))
-    return Plan(ranges, all_null, int(lengths[take].sum()) if items else 0)
+        cur.chunks.append(item)
+    return ranges
 
 
 def _cat(fs, path, start, end):
@@ -120,7 +132,7 @@ def fetch_footer(fs, path, pm) -> memoryview:
         raise StorageError(f"{path}: asked for the footer bytes [{start}, {end}) and got {len(blob)}; the object "
                            "is shorter than its _pm snapshot says (truncated or replaced)")
     tail = bytes(blob[-L.PARQUET_TAIL:])
-    if tail[4:] != b"PAR1" or int.from_bytes(tail[:4], "little") != n:
+    if tail[4:] != MAGIC or int.from_bytes(tail[:4], "little") != n:
         raise StorageError(f"{path}: bytes [{end - L.PARQUET_TAIL}, {end}) are {tail!r}, not the footer length {n} "
                            "and PAR1 its _pm snapshot describes (the object was replaced)")
     return memoryview(blob)[:n]

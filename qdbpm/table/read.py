@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..pm import layout as L
-from ..parquet import compact as T
+from ..parquet import constants as PQ
+from ..parquet.build import ColumnChunkSpec, RowGroupSpec, parquet_file
 from ..errors import ParquetFormatError, PmError, StorageError
 from ..prune.expr import parse
 from ..prune.arrow import filter_table
@@ -29,13 +30,14 @@ from .read_schema import schema_element  # noqa: F401  (moved; still importable 
 from .read_schema import ColumnSchemas, schema_key, strict_refusal
 from .table import open_table
 
-# ENCODINGS bit -> Parquet Encoding enum value; RLE (3) carries the levels of every data page.
-_BIT_TO_ENCODING = {L.ENC_PLAIN: 0, L.ENC_RLE_DICTIONARY: 8, L.ENC_DELTA_BINARY_PACKED: 5,
-                    L.ENC_DELTA_LENGTH_BYTE_ARRAY: 6, L.ENC_DELTA_BYTE_ARRAY: 7, L.ENC_BYTE_STREAM_SPLIT: 9}
+# ENCODINGS bit -> a Parquet Encoding that sets it (layout's map inverted; the dictionary bit as
+# RLE_DICTIONARY, not the deprecated PLAIN_DICTIONARY). RLE carries every data page's levels.
+_BIT_TO_ENCODING = {bit: enc for enc, bit in L.PARQUET_ENCODING_TO_BIT.items()}
+_BIT_TO_ENCODING[L.ENC_RLE_DICTIONARY] = PQ.ENCODING_RLE_DICTIONARY
 
 
 def _encodings(bits: int) -> list:
-    return [3] + [e for b, e in _BIT_TO_ENCODING.items() if bits & b]
+    return [PQ.ENCODING_RLE] + [e for b, e in _BIT_TO_ENCODING.items() if bits & b]
 
 
 def decode_chunks(pm, row_groups, columns, blobs, schemas=None) -> pa.Table:
@@ -43,24 +45,23 @@ def decode_chunks(pm, row_groups, columns, blobs, schemas=None) -> pa.Table:
     by wrapping them in a Parquet file whose footer carries `schemas` (a ColumnSchemas; default:
     from `_pm` alone) and the chunk layout from `_pm`."""
     schemas = schemas or ColumnSchemas.from_pm(pm)
-    parts, pos = [b"PAR1"], 4
+    parts, pos = [], len(PQ.MAGIC)  # chunks follow the leading magic
     rgs = []
     for r in row_groups:
         specs = []
         for c in columns:
             ch = pm.chunks[r, c]
             blob = blobs[(r, c)]
-            specs.append(T.ColumnChunkSpec(
+            specs.append(ColumnChunkSpec(
                 type=int(pm.columns[c]["physical_type"]), path=[pm.column_names[c]], codec=int(ch["codec"]),
                 num_values=int(ch["num_values"]), total_uncompressed_size=len(blob),
                 total_compressed_size=len(blob), data_page_offset=pos, encodings=_encodings(int(ch["encodings"])),
             ))
             parts.append(blob)
             pos += len(blob)
-        rgs.append(T.RowGroupSpec(columns=specs, num_rows=int(pm.num_rows[r])))
+        rgs.append(RowGroupSpec(columns=specs, num_rows=int(pm.num_rows[r])))
     meta = schemas.file_metadata(pm, columns, rgs)
-    parts.append(T.frame_footer(meta))
-    buf = pa.py_buffer(b"".join(parts))
+    buf = pa.py_buffer(parquet_file(meta, parts))
     try:
         return pq.read_table(pa.BufferReader(buf), use_pandas_metadata=False)
     except (pa.ArrowException, OSError) as e:

@@ -20,14 +20,15 @@ import base64
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..pm import layout as L
-from ..parquet import compact as T
+from ..pm import qdb_types as Q
+from ..parquet.build import SchemaElement, arrow_schema, build_file_metadata, schema_element_struct
+from ..parquet.compact import Struct, T
+from ..parquet.constants import CT_DECIMAL, CT_UTF8, SE_NUM_CHILDREN
 from ..errors import ParquetFormatError, PmError, StorageError
 
 ARROW_SCHEMA_KEY = "ARROW:schema"
-CT_UTF8, CT_DECIMAL = 0, 5
 
 
 def _check_flat(pm, c):
@@ -37,36 +38,20 @@ def _check_flat(pm, c):
                       f"{int(d['max_def_level'])}); read_table decodes flat columns only")
 
 
-def schema_element(pm, c) -> T.SchemaElement:
+def schema_element(pm, c) -> SchemaElement:
     """The Parquet SchemaElement of a flat `_pm` column, from its descriptor and QuestDB type."""
     _check_flat(pm, c)
     d = pm.columns[c]
     name = pm.column_names[c]
     pt, tc = int(d["physical_type"]), int(d["type"])
-    tag = L.qdb_type_tag(tc)
     rep = L.REPETITION_REQUIRED if int(d["max_def_level"]) == 0 else L.REPETITION_OPTIONAL
-    lt = ct = scale = precision = None
-    if L.QDB_DECIMAL8 <= tag <= L.QDB_DECIMAL256:
-        precision = (tc >> L.QDB_DECIMAL_PRECISION_SHIFT) & 0x3FF
-        scale = (tc >> L.QDB_DECIMAL_SCALE_SHIFT) & 0x3F
-        lt, ct = ("DECIMAL", scale, precision), CT_DECIMAL
-    elif tag == L.QDB_BYTE and pt == L.PT_INT32:
-        lt = ("INTEGER", 8, True)
-    elif tag == L.QDB_SHORT and pt == L.PT_INT32:
-        lt = ("INTEGER", 16, True)
-    elif tag == L.QDB_IPV4 and pt == L.PT_INT32:
-        lt = ("INTEGER", 32, False)
-    elif tag == L.QDB_DATE and pt == L.PT_INT32:
-        lt = ("DATE",)
-    elif tag == L.QDB_DATE and pt == L.PT_INT64:
-        lt = ("TIMESTAMP", "MILLIS", True)
-    elif tag == L.QDB_TIMESTAMP and pt == L.PT_INT64:
-        lt = ("TIMESTAMP", "NANOS" if tc & L.QDB_FLAG_TIMESTAMP_NANOS else "MICROS", True)
-    elif tag in (L.QDB_STRING, L.QDB_SYMBOL, L.QDB_VARCHAR) and pt == L.PT_BYTE_ARRAY:
-        lt, ct = ("STRING",), CT_UTF8
-    elif tag == L.QDB_UUID and pt == L.PT_FIXED_LEN_BYTE_ARRAY and int(d["fixed_byte_len"]) == 16:
-        lt = ("UUID",)
-    return T.SchemaElement(
+    lt = Q.parquet_logical_type(tc, pt, int(d["fixed_byte_len"]))
+    ct = scale = precision = None
+    if lt is not None and lt[0] == "DECIMAL":
+        ct, scale, precision = CT_DECIMAL, lt[1], lt[2]
+    elif lt == ("STRING",):
+        ct = CT_UTF8
+    return SchemaElement(
         name=name, type=pt, repetition_type=rep,
         type_length=int(d["fixed_byte_len"]) if pt == L.PT_FIXED_LEN_BYTE_ARRAY else None,
         converted_type=ct, scale=scale, precision=precision,
@@ -93,9 +78,9 @@ def strict_refusal(pm, c) -> tuple | None:
             "gives", "pa.uint64()" if pt == L.PT_INT64 else "its type")
 
 
-def _root(n, root=None) -> T.Struct:
-    s = T.Struct(root.fields) if root is not None else T.schema_element_struct(T.SchemaElement(name="schema"))
-    return s.set(5, T.T.I32, n)  # num_children: the chosen columns only
+def _root(n, root=None) -> Struct:
+    s = Struct(root.fields) if root is not None else schema_element_struct(SchemaElement(name="schema"))
+    return s.set(SE_NUM_CHILDREN, T.I32, n)  # the chosen columns only
 
 
 class ColumnSchemas:
@@ -112,7 +97,7 @@ class ColumnSchemas:
 
     @classmethod
     def from_pm(cls, pm) -> "ColumnSchemas":
-        els = [None if _nested(pm, c) else T.schema_element_struct(schema_element(pm, c))
+        els = [None if _nested(pm, c) else schema_element_struct(schema_element(pm, c))
                for c in range(pm.column_count)]
         return cls(els, created_by="qdbpm (synthesised from _pm)")
 
@@ -168,8 +153,8 @@ class ColumnSchemas:
     def file_metadata(self, pm, columns, row_groups) -> bytes:
         """FileMetaData of a file holding `columns` (_pm indices) with these RowGroupSpecs."""
         schema = [_root(len(columns), self.root)] + [self._element(pm, c) for c in columns]
-        return T.build_file_metadata(schema, row_groups, created_by=self.created_by,
-                                     key_value_metadata=self.key_value_metadata(columns))
+        return build_file_metadata(schema, row_groups, created_by=self.created_by,
+                                   key_value_metadata=self.key_value_metadata(columns))
 
     def fields(self, pm, columns) -> list:
         """pyarrow's Arrow fields for `columns`: the schema of a file with this footer."""
@@ -178,7 +163,7 @@ class ColumnSchemas:
         if out is None:
             meta = self.file_metadata(pm, columns, [])
             try:
-                sch = pq.read_schema(pa.BufferReader(pa.py_buffer(b"PAR1" + T.frame_footer(meta))))
+                sch = arrow_schema(meta)
             except (pa.ArrowException, OSError) as e:
                 raise ParquetFormatError(f"{pm.path}: pyarrow cannot type columns "
                                          f"{[pm.column_names[c] for c in columns]}: {e}") from None

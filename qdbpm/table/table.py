@@ -13,11 +13,11 @@ import numpy as np
 
 from ..pm import layout as L
 from ..errors import PmError
-from ..pm.reader import open as open_pm
-from ..prune.stats import KIND_BIGDEC, KIND_BYTES, ColumnStats, Schema, chunk_stats
-
-PM_NAME = "_pm"
-DATA_NAME = "data.parquet"
+from ..meta import ParquetMeta, open as open_pm
+from ..prune.bind import bind
+from ..prune.expr import parse
+from ..prune.rules import evaluate
+from ..prune.stats import KIND_BIGDEC, KIND_BYTES, ColumnStats, Schema, chunk_stats, column_records
 
 
 def find_partitions(root, filesystem=None) -> list:
@@ -27,7 +27,7 @@ def find_partitions(root, filesystem=None) -> list:
         out = []
         for f in filesystem.find(base):
             f = f.rstrip("/")
-            if f.rsplit("/", 1)[-1] == PM_NAME and f.startswith(base):
+            if f.rsplit("/", 1)[-1] == L.PM_FILE_NAME and f.startswith(base):
                 rel = f[len(base):].strip("/")
                 out.append(rel.rsplit("/", 1)[0] if "/" in rel else "")
         if not out:
@@ -39,7 +39,7 @@ def find_partitions(root, filesystem=None) -> list:
     out = []
     for d, dirs, files in os.walk(root):
         dirs.sort()
-        if PM_NAME in files:
+        if L.PM_FILE_NAME in files:
             rel = os.path.relpath(d, root)
             out.append("" if rel == "." else rel.replace(os.sep, "/"))
     return sorted(out)
@@ -86,11 +86,7 @@ class _Group:
                 # column (one kernel call, not a numpy view per file) and decode them in one
                 # vectorised pass (the same per-row rules as column_stats).
                 # (The list of views is not kept: the group must not pin the mappings.)
-                from ..prune import _bytes as _prune
-
-                rec = np.empty((self.n, L.CHUNK_SIZE), np.uint8)
-                _prune.gather_column([pm.chunks for _, pm in self.members], int(col), L.CHUNK_DTYPE, rec)
-                st = chunk_stats(rec.view(L.CHUNK_DTYPE).reshape(self.n), ct)
+                st = chunk_stats(column_records([pm.chunks for _, pm in self.members], col), ct)
             self._stats[col] = st
         return st
 
@@ -126,10 +122,12 @@ class _Group:
 class Table:
     """A partitioned table of `data.parquet` + `_pm` directories. Use `open_table`."""
 
-    def __init__(self, root, filesystem=None):
+    def __init__(self, root, filesystem=None, *, partitions=None):
+        """partitions: the partition paths to use, relative to root (default: every directory
+        below root holding a `_pm`, listed once); a Spark task passes its share this way."""
         self.filesystem = filesystem
         self.root = filesystem._strip_protocol(root).rstrip("/") if filesystem is not None else os.fspath(root)
-        self.partitions = find_partitions(self.root, filesystem)
+        self.partitions = find_partitions(self.root, filesystem) if partitions is None else sorted(partitions)
         self._metas = {}
         self._groups = None
 
@@ -140,11 +138,11 @@ class Table:
 
     def pm_path(self, partition) -> str:
         d = self._dir(partition)
-        return f"{d}/{PM_NAME}" if self.filesystem is not None else os.path.join(d, PM_NAME)
+        return f"{d}/{L.PM_FILE_NAME}" if self.filesystem is not None else os.path.join(d, L.PM_FILE_NAME)
 
     def parquet_path(self, partition) -> str:
         d = self._dir(partition)
-        return f"{d}/{DATA_NAME}" if self.filesystem is not None else os.path.join(d, DATA_NAME)
+        return f"{d}/{L.PARQUET_FILE_NAME}" if self.filesystem is not None else os.path.join(d, L.PARQUET_FILE_NAME)
 
     def meta(self, partition):
         pm = self._metas.get(partition)
@@ -157,8 +155,6 @@ class Table:
         missing = [p for p in self.partitions if p not in self._metas]
         if self.filesystem is None or len(missing) < 2:
             return
-        from ..pm.reader import ParquetMeta
-
         paths = {self.pm_path(p): p for p in missing}
         blobs = self.filesystem.cat(list(paths), on_error="raise")
         for path, data in blobs.items():
@@ -184,9 +180,6 @@ class Table:
 
     def _group_masks(self, predicate):
         """[(group, mask over the group's concatenated row groups)]."""
-        from ..prune.expr import parse
-        from ..prune.rules import bind, evaluate
-
         if isinstance(predicate, str):
             predicate = parse(predicate)
         return [(g, evaluate(bind(predicate, g.schema), g.n, g.stats, g.blooms)) for g in self._schema_groups()]
