@@ -19,7 +19,7 @@ from .pm import layout as L
 from .pm.reader import PmFile
 from .prune.bind import bind
 from .prune.expr import parse
-from .prune.rules import evaluate
+from .prune.rules import classify as classify_bound, evaluate
 from .prune.stats import KIND_ANYSIGN, KIND_INT, KIND_UINT, Schema, column_stats
 from .prune.timestamp import timestamp_find, timestamp_range
 
@@ -111,6 +111,18 @@ class ParquetMeta(PmFile):
         bound = bind(predicate, self.schema)
         return evaluate(bound, self.row_group_count, self.column_stats,
                         lambda c: self.bloom_index(c, parquet_file))
+
+    def classify(self, predicate, *, parquet_file=None) -> tuple:
+        """(maybe, always), bool masks (row_group_count,): `maybe` is `prune`'s mask; `always` (a
+        subset) is True where the stats prove every row makes the predicate TRUE, so the row
+        group matches whole. A row group without rows is never ALWAYS."""
+        if isinstance(predicate, str):
+            predicate = parse(predicate)
+        bound = bind(predicate, self.schema)
+        maybe, always = classify_bound(bound, self.row_group_count, self.column_stats,
+                                       lambda c: self.bloom_index(c, parquet_file))
+        always &= np.asarray(self.num_rows) > 0
+        return maybe, always
 
     def timestamp_find(self, ts) -> int:
         """Designated-timestamp lookup, docs/format.md#timestamp-lookup (2*rg+1 before rg, 2*(rg+1) inside,

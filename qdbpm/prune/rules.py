@@ -4,6 +4,10 @@ memory (no file I/O here).
 A mask is True where a row group MAY hold a row for which the predicate is TRUE. Every rule is
 conservative: when in doubt, True. NOT was pushed to the leaves when binding (bind.py), so
 combining leaf masks with & and | stays sound.
+
+`classify` adds the other half, ALWAYS: True only where the stats prove that EVERY row of the row
+group makes the predicate TRUE (not FALSE, not NULL); when in doubt, False. Each ALWAYS leaf rule
+is the complement of a MAYBE test: "every value satisfies P" is "no value may satisfy NOT P".
 """
 
 from __future__ import annotations
@@ -86,16 +90,46 @@ MAX_ANYSIGN_COLUMNS = 3  # readings tried jointly: 2**3 evaluations at most
 def evaluate(b, n_rows: int, stats, blooms=None) -> np.ndarray:
     """Mask over `n_rows` row groups. stats(col) -> ColumnStats; blooms(col) -> (data, offsets,
     lengths) or None. Both are lookups over data already in memory."""
+    out = np.zeros(n_rows, bool)
+    for fixed, possible in _readings(b, n_rows, stats):
+        if possible is None:
+            return _evaluate(b, n_rows, fixed, blooms)
+        out |= _evaluate(b, n_rows, fixed, blooms) & possible
+        if out.all():
+            break
+    return out
+
+
+def classify(b, n_rows: int, stats, blooms=None) -> tuple:
+    """(maybe, always): two masks over `n_rows` row groups. `maybe` is `evaluate`'s; `always`, a
+    subset of it, is True where the stats prove every row of the row group makes the predicate
+    TRUE. On a row group with no rows that holds vacuously, so `always` may be True there where
+    `maybe` is (ParquetMeta.classify and Table.classify_masks clear it). Blooms never prove ALWAYS."""
+    maybe = evaluate(b, n_rows, stats, blooms)
+    always = np.ones(n_rows, bool)
+    for fixed, possible in _readings(b, n_rows, stats):
+        a = _always(b, n_rows, fixed)
+        if possible is not None:
+            a |= ~possible  # a reading disordered for a row group is not its writer's: nothing to prove there
+        always &= a  # ALWAYS under every reading still possible for the row group
+        if not always.any():
+            break
+    always &= maybe  # only where a row group may match: an empty one stays out unless maybe keeps it
+    return maybe, always
+
+
+def _readings(b, n_rows, stats):
+    """(stats lookup, possible) per joint reading of b's typeless integer columns."""
     anysign = sorted(_anysign_columns(b))
     if not anysign or len(anysign) > MAX_ANYSIGN_COLUMNS:
-        # Beyond the cap each leaf ORs both readings on its own: sound, only less sharp.
-        return _evaluate(b, n_rows, stats, blooms)
+        # Beyond the cap each leaf reads both ways on its own: sound, only less sharp.
+        yield stats, None
+        return
     # A typeless integer column is signed or unsigned, the same for the whole predicate: evaluate
     # it under each joint reading and keep a row group any reading keeps. Leaf by leaf ORing
     # would let `x >= 0 AND x <= 0` pass on 2^63 (>= 0 unsigned, <= 0 signed). A reading under
     # which a row group's min > max is not its writer's order, so it adds nothing for that row
     # group (decided per row group: a Table pass concatenates files of either order).
-    out = np.zeros(n_rows, bool)
     for mask in range(1 << len(anysign)):
         unsigned = {c for k, c in enumerate(anysign) if mask >> k & 1}
         possible = np.ones(n_rows, bool)
@@ -115,10 +149,7 @@ def evaluate(b, n_rows: int, stats, blooms=None) -> np.ndarray:
                 cache[col] = _one_reading(st, col in unsigned)
             return cache[col]
 
-        out |= _evaluate(b, n_rows, fixed, blooms) & possible
-        if out.all():
-            break
-    return out
+        yield fixed, possible
 
 
 def _anysign_columns(b) -> set:
@@ -180,6 +211,9 @@ def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
         if kind == KIND_FLOAT:
             # NOT (x op c) is also TRUE for NaN, which stats never count.
             return some_value.copy()
+        if _is_nan(b.value) and b.op != "!=":
+            # x op NaN is FALSE for every x (op is not != here), so its NOT is TRUE for every value.
+            return some_value.copy()
         m = _cmp_mask(E.NEGATE_OP[b.op], b.value, s, f32)
         if s.any_all_null:
             m &= some_value
@@ -206,6 +240,75 @@ def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
             m |= ~s.no_nulls  # IN never yields null (pyarrow's MATCH), so NOT IN is TRUE for nulls
         return m
     raise AssertionError(b.kind)
+
+
+def _always(b, n_rows: int, stats) -> np.ndarray:
+    """Row groups where every row makes `b` TRUE (a fresh array)."""
+    if isinstance(b, Node):
+        it = iter(b.children)
+        m = _always(next(it), n_rows, stats)
+        for c in it:
+            if b.op == "and":  # every child TRUE on every row
+                if not m.any():
+                    break
+                m &= _always(c, n_rows, stats)
+            else:  # one child TRUE on every row is enough
+                if m.all():
+                    break
+                m |= _always(c, n_rows, stats)
+        return m
+    if b.kind == "const":
+        return np.full(n_rows, b.const)
+    return _leaf_always(b, stats(b.ct.index))
+
+
+def _leaf_always(b: Leaf, s) -> np.ndarray:
+    """Row groups where every row makes the leaf TRUE (a fresh array). A null row makes a
+    comparison NULL, and its NOT too (Kleene): comparison leaves need a known null count of 0."""
+    kind = s.kind
+    n = len(s.has_lo)
+    if b.kind == "isnull":
+        return s.all_null.copy()  # a known null count equal to the value count
+    if b.kind == "notnull":
+        return s.no_nulls.copy()
+    f32 = b.ct.physical_type == L.PT_FLOAT
+    if b.kind in ("cmp", "notcmp"):
+        op, v = b.op, b.value
+        if kind == KIND_NONE:
+            return np.zeros(n, bool)  # no known order
+        if _is_nan(v):
+            # x op NaN is FALSE for every x but !=: TRUE on every non-null row or on none.
+            return s.no_nulls.copy() if (op == "!=") == (b.kind == "cmp") else np.zeros(n, bool)
+        if b.kind == "cmp":
+            if kind == KIND_FLOAT and op != "!=":
+                return np.zeros(n, bool)  # a NaN row (stats never count NaN) makes x op c FALSE
+            # Every value satisfies x op c when none may satisfy NOT (x op c): x NEG c (NaN satisfies !=).
+            return s.no_nulls & ~_cmp_mask(E.NEGATE_OP[op], v, s, f32)
+        if kind == KIND_FLOAT and op == "!=":
+            return np.zeros(n, bool)  # NOT (NaN != c) is FALSE, and stats never count NaN
+        # NOT (x op c) holds for every value when none may satisfy x op c (NaN satisfies none).
+        return s.no_nulls & ~_cmp_mask(op, v, s, f32)
+    if b.kind == "in":
+        # A value is TRUE when it equals a listed one (only exact min == max proves it: never
+        # for floats, where a NaN row may hide), a null when None is listed.
+        eq = np.zeros(n, bool)
+        for v in b.value:
+            eq |= _equals_everywhere(v, s)
+        return eq | s.all_null if b.null_in_list else eq & s.no_nulls
+    if b.kind == "notin":
+        # A value is TRUE when it equals no listed one (NaN equals none), a null unless None is listed.
+        m = np.ones(n, bool)
+        for v in b.value:
+            m &= ~_cmp_mask("==", v, s, f32)
+        m |= s.all_null  # no value at all
+        if b.null_in_list:
+            m &= s.no_nulls
+        return m
+    raise AssertionError(b.kind)
+
+
+def _is_nan(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
 
 
 def _equals_everywhere(v, s):
