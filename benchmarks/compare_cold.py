@@ -24,26 +24,9 @@ import qdbpm  # noqa: E402
 from qdbpm.cli.demo import build_trades  # noqa: E402
 from qdbpm.prune.arrow import to_arrow  # noqa: E402
 from qdbpm.sync.generate import generate  # noqa: E402
-from support.s3_server import SeaweedS3  # noqa: E402
+from support.s3_server import Counter, SeaweedS3, counted_fs  # noqa: E402
 
 QUERY = "ts BETWEEN '2024-01-15T10:00:00Z' AND '2024-01-15T13:59:59Z' AND sym = 'NVDA'"
-
-
-class Counter:
-    def __init__(self):
-        self.requests = self.bytes = 0
-
-    def hook(self, http_response=None, parsed=None, model=None, **kw):
-        if model is not None and model.name == "GetObject":
-            self.requests += 1
-            self.bytes += int((parsed or {}).get("ContentLength", 0) or 0)
-
-
-def counted_fs(server, counter):
-    fs = server.filesystem()
-    fs.connect() if hasattr(fs, "connect") else None
-    fs.s3.meta.events.register("after-call.s3.GetObject", counter.hook)
-    return fs
 
 
 def main():

@@ -32,6 +32,7 @@ _HOMES = {
     "Table": "table.table",
     "open_table": "table.table",
     "read_table": "table.read",
+    "Scan": "table.scan",
     "generate": "sync.generate",
     "update": "sync.generate",
     "append": "sync.append",

@@ -1,4 +1,5 @@
-"""Command line: `qdbpm inspect | verify | demo ...`. Argument parsing and printing only."""
+"""Command line: `qdbpm generate | inspect | verify | prune | scan | demo`. Argument parsing and
+printing only."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..pm import qdb_types as Q
 from ..errors import PmError
 from ..meta import open as open_pm
 from .display import decode_stat
+from .progress import Progress
 
 
 class _Parser(argparse.ArgumentParser):
@@ -190,29 +192,6 @@ def _generate_one(job):
         return path, None, f"internal error {type(e).__name__}: {_one_line(e)}"
 
 
-class Progress:
-    """A one-line progress bar on stderr when it is a terminal; plain lines otherwise."""
-
-    def __init__(self, total, stream=None):
-        self.total, self.done, self.stream = total, 0, stream or sys.stderr
-        self.tty = self.stream.isatty()
-        self.started = time.monotonic()
-
-    def step(self, label=""):
-        self.done += 1
-        if self.tty:
-            width = 30
-            filled = width * self.done // max(self.total, 1)
-            rate = self.done / max(time.monotonic() - self.started, 1e-9)
-            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                              f"{rate:,.0f} files/s {label[-40:]:<40}")
-            if self.done == self.total:
-                self.stream.write("\n")
-            self.stream.flush()
-        elif self.done == self.total or self.done % max(1, self.total // 10) == 0:
-            self.stream.write(f"generate: {self.done}/{self.total}\n")
-
-
 def cmd_generate(args):
     files = find_parquet_files(args.paths)
     if not files:
@@ -274,6 +253,12 @@ def cmd_prune(args):
     return 0
 
 
+def cmd_scan(args):
+    from .scan import run_scan  # pyarrow and the table layer load only for this command
+
+    return run_scan(args)
+
+
 def cmd_demo(args):
     if args.spark:
         from .demo import run_spark_demo
@@ -286,6 +271,16 @@ def cmd_demo(args):
 
 def _one_line(e):
     return str(e).replace("\n", " ")
+
+
+def _non_negative(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
+    return n
 
 
 def build_parser():
@@ -315,6 +310,17 @@ def build_parser():
     s.add_argument("--where", required=True, metavar="EXPR", help="SQL WHERE clause, e.g. \"ts >= '2024-01-02' AND x > 5\"")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=cmd_prune)
+
+    s = sub.add_parser("scan", help="a query's row groups, exact count, byte ranges or first rows")
+    s.add_argument("table", metavar="TABLE", help="a table directory or an fsspec URL (s3://bucket/table)")
+    s.add_argument("--where", metavar="EXPR", help="SQL WHERE clause (default: every row)")
+    s.add_argument("--columns", metavar="A,B", help="columns to read, comma-separated (default: all)")
+    mode = s.add_mutually_exclusive_group()
+    mode.add_argument("--count", action="store_true", help="the exact number of matching rows")
+    mode.add_argument("--ranges", action="store_true", help="the byte ranges a read fetches, per chunk")
+    mode.add_argument("--head", type=_non_negative, metavar="N", help="the first N matching rows")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_scan)
 
     s = sub.add_parser("demo", help="build a sample table, generate _pm files, prune and read a query")
     s.add_argument("--dir", help="where to build the sample (default: a temporary directory)")

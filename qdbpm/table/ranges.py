@@ -54,12 +54,13 @@ def all_null_mask(chunks) -> np.ndarray:
 
 
 def plan(pm, row_groups=None, columns=None, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE,
-         max_waste=DEFAULT_MAX_WASTE) -> Plan:
+         max_waste=DEFAULT_MAX_WASTE, avoid=()) -> Plan:
     """Ranges covering the chosen chunks, coalesced across small holes; all-null chunks skipped.
 
     Two neighbours merge into one request when the hole between them is at most `max_gap` bytes
     and the range's unrequested bytes stay within `max_waste` of its requested ones: fewer
-    requests without paying for much that is thrown away."""
+    requests without paying for much that is thrown away. `avoid`: columns (indexes) whose
+    chunks in these row groups are never fetched, not even as filler inside a range."""
     rgs = np.arange(pm.row_group_count) if row_groups is None else np.asarray(row_groups, np.int64)
     cols = np.arange(pm.column_count) if columns is None else np.asarray(
         [pm.column_index(c) if isinstance(c, str) else int(c) for c in columns], np.int64)
@@ -81,7 +82,10 @@ def plan(pm, row_groups=None, columns=None, *, max_gap=DEFAULT_MAX_GAP, max_rang
     items = sorted(zip(starts[take].tolist(), lengths[take].tolist(),
                        rgs[take[0]].tolist(), cols[take[1]].tolist()))
     # All-null chunks are never fetched, not even as filler inside a coalesced range.
-    barriers = sorted(int(x) for x in starts[nulls].tolist())
+    barriers = starts[nulls].tolist()
+    if len(avoid) and rgs.size:
+        barriers += pm.chunks[rgs[:, None], np.asarray(avoid, np.int64)[None, :]]["byte_range_start"].ravel().tolist()
+    barriers = sorted(int(x) for x in barriers)
     ranges = coalesce([(s, n, (r, c, s, n)) for s, n, r, c in items], max_gap=max_gap, max_range=max_range,
                       max_waste=max_waste, barriers=barriers)
     return Plan(ranges, all_null, int(lengths[take].sum()) if items else 0)
@@ -157,12 +161,17 @@ def fetch(fs, path, ranges, *, max_workers=8, max_inflight=DEFAULT_MAX_INFLIGHT)
         waves.append(cur)
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
         for wave in waves:
-            blobs = list(pool.map(lambda r: _cat(fs, path, r.start, r.end), wave))
-            for r, blob in zip(wave, blobs):
-                if len(blob) != r.length:
-                    raise StorageError(f"{path}: asked for bytes [{r.start}, {r.end}) and got {len(blob)}; the "
-                                       "object is shorter than its _pm snapshot says (truncated or replaced)")
-                mv = memoryview(blob)
-                for rg, c, s, n in r.chunks:
-                    out[(rg, c)] = mv[s - r.start : s - r.start + n]
+            for chunks in pool.map(lambda r: fetch_range(fs, path, r), wave):
+                out.update(chunks)
     return out
+
+
+def fetch_range(fs, path, r) -> dict:
+    """One Range in one request: {(row_group, column): bytes of the chunk} (views of one buffer).
+    A response shorter than asked means the object is not what the `_pm` snapshot describes."""
+    blob = _cat(fs, path, r.start, r.end)
+    if len(blob) != r.length:
+        raise StorageError(f"{path}: asked for bytes [{r.start}, {r.end}) and got {len(blob)}; the "
+                           "object is shorter than its _pm snapshot says (truncated or replaced)")
+    mv = memoryview(blob)
+    return {(rg, c): mv[s - r.start : s - r.start + n] for rg, c, s, n in r.chunks}

@@ -2,22 +2,29 @@
 
 `Table.prune` evaluates a predicate over every row group of every partition at once: partitions
 whose schemas agree share one bound predicate and one concatenated set of typed stat arrays, so
-a thousand partitions cost one vectorised pass, not a thousand.
+a thousand partitions cost one vectorised pass, not a thousand. `Table.scan` turns that decision
+into a count, a byte-range plan and a stream of rows (scan.py).
 """
 
 from __future__ import annotations
 
 import os
 
+import fsspec
 import numpy as np
+from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
 from ..errors import PmError
 from ..meta import ParquetMeta, open as open_pm
 from ..prune.bind import bind
 from ..prune.expr import parse
-from ..prune.rules import evaluate
+from ..prune.rules import classify, evaluate
 from ..prune.stats import KIND_BIGDEC, KIND_BYTES, ColumnStats, Schema, chunk_stats, column_records
+from .decode import footer_schemas
+from .ranges import DEFAULT_MAX_GAP
+from .read_schema import ColumnSchemas, schema_key
+from .scan import DEFAULT_MEMORY_BUDGET, Scan
 
 
 def find_partitions(root, filesystem=None) -> list:
@@ -57,6 +64,8 @@ class _Group:
         self._stats = {}
         self._blooms = {}
         self._num_rows = None
+        self._rows64 = None
+        self.scan_cache = {}  # Scan's per-group lookups: (columns, predicate) -> column indexes
         self.positions = None  # members' indices in Table.partitions (set by Table._schema_groups)
 
     def survivor_rows(self, idx, k, rg) -> np.ndarray:
@@ -74,6 +83,13 @@ class _Group:
                 return out
             self._num_rows = np.concatenate([np.asarray(pm.num_rows, np.uint64) for _, pm in self.members])
         return self._num_rows[idx]
+
+    @property
+    def rows64(self) -> np.ndarray:
+        """Every member's NUM_ROWS (int64), concatenated once and kept."""
+        if self._rows64 is None:
+            self._rows64 = np.concatenate([np.asarray(pm.num_rows, np.int64) for _, pm in self.members])
+        return self._rows64
 
     def stats(self, col) -> ColumnStats:
         st = self._stats.get(col)
@@ -122,14 +138,26 @@ class _Group:
 class Table:
     """A partitioned table of `data.parquet` + `_pm` directories. Use `open_table`."""
 
-    def __init__(self, root, filesystem=None, *, partitions=None):
+    def __init__(self, root, filesystem=None, *, partitions=None, partitioning="hive"):
         """partitions: the partition paths to use, relative to root (default: every directory
-        below root holding a `_pm`, listed once); a Spark task passes its share this way."""
+        below root holding a `_pm`, listed once); a Spark task passes its share this way.
+        partitioning: "hive" (`key=value` directories name partition columns) or None."""
+        if partitioning not in ("hive", None):
+            raise PmError(f"partitioning must be 'hive' or None, not {partitioning!r}")
         self.filesystem = filesystem
+        self.partitioning = partitioning
         self.root = filesystem._strip_protocol(root).rstrip("/") if filesystem is not None else os.fspath(root)
         self.partitions = find_partitions(self.root, filesystem) if partitions is None else sorted(partitions)
         self._metas = {}
         self._groups = None
+        self._schemas = {}  # (schema_key, footer) -> ColumnSchemas, shared by every scan
+        self._paths = {}  # partition -> parquet_path, shared by every scan
+        self._filters = {}  # (predicate, decoded Arrow schema) -> Arrow filter expression (count)
+
+    @property
+    def data_filesystem(self):
+        """The fsspec filesystem Parquet bytes are read through (local files for a local table)."""
+        return self.filesystem if self.filesystem is not None else fsspec.filesystem("file")
 
     def _dir(self, partition) -> str:
         if self.filesystem is not None:
@@ -144,11 +172,37 @@ class Table:
         d = self._dir(partition)
         return f"{d}/{L.PARQUET_FILE_NAME}" if self.filesystem is not None else os.path.join(d, L.PARQUET_FILE_NAME)
 
+    def _parquet_path(self, partition) -> str:
+        path = self._paths.get(partition)
+        if path is None:
+            path = self._paths[partition] = self.parquet_path(partition)
+        return path
+
     def meta(self, partition):
         pm = self._metas.get(partition)
         if pm is None:
             pm = self._metas[partition] = open_pm(self.pm_path(partition), filesystem=self.filesystem)
         return pm
+
+    def column_schemas(self, partition, footer=True) -> ColumnSchemas:
+        """The Arrow types a read of this partition gives: from its Parquet footer (one range read
+        per distinct `_pm` column schema, kept while the table is open) or, footer=False, from
+        `_pm` alone."""
+        pm = self.meta(partition)
+        key = (schema_key(pm), footer)
+        s = self._schemas.get(key)
+        if s is None:
+            s = self._schemas[key] = footer_schemas(pm, self.data_filesystem, self.parquet_path(partition)) \
+                if footer else ColumnSchemas.from_pm(pm)
+        return s
+
+    def scan(self, where=None, columns=None, *, batch_rows=None, footer=True, max_gap=DEFAULT_MAX_GAP,
+             memory_budget=DEFAULT_MEMORY_BUDGET, schema=None) -> Scan:
+        """The rows matching `where` (expression or SQL text; None: every row), `columns` of them
+        (default: all of the first partition): see Scan. `schema`: an Arrow schema every batch is
+        cast to (footer=False: also the types of columns `_pm` cannot give, see read_table)."""
+        return Scan(self, where, columns, batch_rows=batch_rows, footer=footer, max_gap=max_gap,
+                    memory_budget=memory_budget, schema=schema)
 
     def _prefetch(self):
         """Remote tables: fetch every `_pm` not open yet in one concurrent batch (fsspec `cat`)."""
@@ -192,6 +246,32 @@ class Table:
                 out[p] = mask[g.starts[k] : g.starts[k + 1]]
         return out
 
+    def classify_masks(self, predicate) -> dict:
+        """partition -> (maybe, always) over its row groups: ParquetMeta.classify's masks, from one
+        vectorised pass per schema group (a row group without rows is never ALWAYS)."""
+        if isinstance(predicate, str):
+            predicate = parse(predicate)
+        out = {}
+        for g in self._schema_groups():
+            maybe, always = classify(bind(predicate, g.schema), g.n, g.stats, g.blooms)
+            for k, (p, pm) in enumerate(g.members):
+                s, e = g.starts[k], g.starts[k + 1]
+                out[p] = (maybe[s:e], always[s:e] & (np.asarray(pm.num_rows) > 0))
+        return out
+
+    def _group_classes(self, predicate):
+        """[(group, maybe, always)] over each group's concatenated row groups, both cleared where
+        a row group has no rows (predicate None: every row group with rows, both)."""
+        out = []
+        for g in self._schema_groups():
+            rows = g.rows64 > 0
+            if predicate is None:
+                out.append((g, rows, rows))
+                continue
+            maybe, always = classify(bind(predicate, g.schema), g.n, g.stats, g.blooms)
+            out.append((g, maybe & rows, np.asarray(always, bool) & rows))
+        return out
+
     def prune(self, predicate):
         """pyarrow.Table (partition, row_group, num_rows): one row per surviving row group, in
         partition order then row-group order."""
@@ -226,6 +306,9 @@ class Table:
             pm.close()
         self._metas.clear()
         self._groups = None
+        self._schemas.clear()
+        self._paths.clear()
+        self._filters.clear()
 
     def __enter__(self):
         return self
@@ -237,6 +320,18 @@ class Table:
         return f"<Table {self.root!r} partitions={len(self.partitions)}>"
 
 
-def open_table(root, filesystem=None) -> Table:
-    """Open a table directory (local, or a path / URI on an fsspec `filesystem`)."""
-    return Table(root, filesystem)
+def open_table(root, filesystem=None, *, storage_options=None, partitioning="hive") -> Table:
+    """Open a table: a local directory, a path / URI on an fsspec `filesystem`, or without one an
+    fsspec URL (`s3://bucket/table`) resolved with `storage_options` (a local path stays local:
+    `_pm` files mapped, not fetched)."""
+    if filesystem is None and (storage_options is not None or _is_url(root)):
+        filesystem, root = fsspec.url_to_fs(os.fspath(root), **(storage_options or {}))
+        if isinstance(filesystem, LocalFileSystem):
+            filesystem = None
+    elif filesystem is not None and storage_options is not None:
+        raise PmError("pass storage_options= or a filesystem, not both: the filesystem is already configured")
+    return Table(root, filesystem, partitioning=partitioning)
+
+
+def _is_url(root) -> bool:
+    return isinstance(root, str) and ("://" in root or "::" in root)

@@ -1,0 +1,138 @@
+"""Fetch ahead under a byte budget: the units of a scan, in order, their ranges requested
+concurrently while the consumer decodes earlier ones.
+
+The consumer drives it. Each time it asks for the next unit, the previous one is released and
+as many further units are admitted as fit in the budget (one unit alone when nothing else is
+held, however large); their ranges go to at most `workers` fetch threads. A thread exits as soon
+as the queue is empty, so a consumer that stops asking (a reader closed early) admits nothing
+more and leaves no thread behind once the admitted requests are answered.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from .ranges import fetch_range
+
+DEFAULT_WORKERS = 8  # concurrent range requests per scan
+THREAD_NAME = "qdbpm-fetch"
+
+
+@dataclass
+class Unit:
+    """Row groups of one partition fetched and decoded together."""
+
+    partition: str
+    pm: object  # ParquetMeta
+    path: str  # the Parquet object, as the filesystem names it
+    row_groups: list
+    columns: list  # _pm column indexes decoded
+    full: bool  # every row matches: no row filter
+    plan: object  # ranges.Plan
+    size: int = field(init=False)  # bytes fetched: the coalesced ranges' lengths
+
+    def __post_init__(self):
+        self.size = self.plan.fetch_bytes
+
+
+class Fetcher:
+    """Up to `workers` daemon threads running queued calls; each exits when the queue is empty."""
+
+    def __init__(self, workers=DEFAULT_WORKERS):
+        self.workers = workers
+        self._queue = deque()
+        self._lock = threading.Lock()
+        self._running = 0
+
+    def submit(self, fn, *args) -> Future:
+        fut = Future()
+        with self._lock:
+            self._queue.append((fut, fn, args))
+            if self._running < self.workers:
+                self._running += 1
+                threading.Thread(target=self._work, name=THREAD_NAME, daemon=True).start()
+        return fut
+
+    def _work(self):
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._running -= 1
+                    return
+                fut, fn, args = self._queue.popleft()
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # handed to the consumer, who re-raises it
+                fut.set_exception(e)
+
+    def cancel(self):
+        """Drop every call not started yet."""
+        with self._lock:
+            queued, self._queue = list(self._queue), deque()
+        for fut, _, _ in queued:
+            fut.cancel()
+
+
+class Inline:
+    """A Fetcher that runs each call at once in the calling thread: no thread to start, for
+    work too small to gain from concurrency."""
+
+    def submit(self, fn, *args) -> Future:
+        fut = Future()
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as e:  # handed to the consumer, who re-raises it
+            fut.set_exception(e)
+        return fut
+
+    def cancel(self):
+        pass
+
+
+def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=False):
+    """Yield (unit, {(row_group, column): chunk bytes}) for each unit, in order.
+
+    A unit's bytes count against `budget` from its admission until the consumer asks for the
+    next unit. `observer(event, nbytes)`, when given, sees "admit" and "release" (a unit's size,
+    consumer thread) and "fetched" (one range's bytes as they arrive, a fetch thread; with
+    `inline`, every range is fetched in the consumer's thread as its unit is admitted)."""
+    note = observer or (lambda event, n: None)
+    fetcher = Inline() if inline else Fetcher(workers)
+    todo = iter(units)
+    nxt = next(todo, None)
+    pending = deque()  # (unit, [Future]) admitted, not yet handed out
+    held = 0
+    done = None
+    try:
+        while True:
+            if done is not None:
+                held -= done.size
+                note("release", done.size)
+                done = None
+            while nxt is not None and (held == 0 or held + nxt.size <= budget):
+                held += nxt.size
+                note("admit", nxt.size)
+                pending.append((nxt, [fetcher.submit(_fetch, fs, nxt.path, r, note) for r in nxt.plan.ranges]))
+                nxt = next(todo, None)
+            if not pending:
+                return
+            unit, futures = pending.popleft()
+            blobs = {}
+            for f in futures:
+                blobs.update(f.result())
+            done = unit
+            yield unit, blobs
+            del blobs
+    finally:
+        fetcher.cancel()
+
+
+def _fetch(fs, path, r, note):
+    out = fetch_range(fs, path, r)
+    note("fetched", r.length)
+    return out

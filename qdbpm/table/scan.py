@@ -1,0 +1,318 @@
+"""`Table.scan`: the pruning decision as a plan, an exact count and a bounded stream of rows.
+
+A scan classifies every row group once (`Table.classify_masks`): skipped, partial (may hold
+matching rows) or full (statistics prove every row matches). Full row groups need no row filter,
+so they never fetch a predicate-only column (its chunks are not even filler inside a coalesced
+range) and `count()` takes their rows from `_pm` alone. Row groups without rows are never
+fetched. Everything else goes through one path: consecutive row groups of a partition with the
+same class form units of at most a quarter of the memory budget, each planned by
+`ranges.plan` (the one coalescing rule), fetched ahead by `pipeline.stream`, then decoded and
+filtered exactly (`decode`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import PmError
+from ..prune.arrow import to_arrow
+from ..prune.expr import parse
+from .decode import decode_chunks, decode_partition, filter_rows, filterable, strict_views
+from .pipeline import DEFAULT_WORKERS, Unit, stream
+from .ranges import DEFAULT_MAX_GAP, all_null_mask, plan
+
+DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes fetched and not yet yielded, per stream
+MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's planned bytes (also at most budget / 4)
+INLINE_RANGES = 16  # count(): at most this many ranges of a local table are read inline ...
+INLINE_BYTES = 4 * 1024 * 1024  # ... totalling at most this many bytes
+
+
+class _Part:
+    """One partition's share of a scan: its columns and surviving row groups."""
+
+    def __init__(self, name, pm, path, want, pred_cols, views, rgs, full):
+        self.name, self.pm, self.path = name, pm, path
+        self.want = want  # columns returned, in the caller's order (indexes)
+        self.pred_cols = pred_cols  # the predicate's columns (indexes, ascending)
+        self.extra = [c for c in pred_cols if c not in want]  # predicate-only columns
+        self.views = views  # strict mode: column -> type its raw values are viewed as
+        self.rgs = rgs  # surviving row groups with rows, ascending (int64 array)
+        self.full = full  # bool per entry of rgs
+
+
+class Scan:
+    """What a query needs of a table, and its rows. Use `Table.scan`.
+
+    `observer`, when set to a callable `(event, nbytes)`, sees the fetch pipeline: "plan" (the
+    bytes a stream will fetch), "admit" and "release" (a unit's bytes entering and leaving the
+    budget) and "fetched" (one range's bytes as they arrive, called from a fetch thread)."""
+
+    def __init__(self, table, where=None, columns=None, *, batch_rows=None, footer=True,
+                 max_gap=DEFAULT_MAX_GAP, memory_budget=DEFAULT_MEMORY_BUDGET, schema=None):
+        if batch_rows is not None and (not isinstance(batch_rows, int) or batch_rows < 1):
+            raise PmError(f"batch_rows must be a positive integer or None, not {batch_rows!r}")
+        if not isinstance(memory_budget, int) or memory_budget < 1:
+            raise PmError(f"memory_budget must be a positive number of bytes, not {memory_budget!r}")
+        if not table.partitions:
+            raise PmError(f"no partitions under {table.root!r}")
+        self.table = table
+        self.predicate = parse(where) if isinstance(where, str) else where
+        self.batch_rows, self.footer, self.max_gap = batch_rows, footer, max_gap
+        self.memory_budget = memory_budget
+        self.cast_to = schema
+        self.observer = None
+        first = table.meta(table.partitions[0])
+        self.columns = list(first.column_names) if columns is None else list(columns)
+        # Per-partition setup only for partitions with survivors: column lookups and the
+        # predicate's resolution once per schema group (its members share column names).
+        classes = table._group_classes(self.predicate)
+        if not footer:  # strict mode checks every partition, in partition order
+            self._check_strict()
+        found, self._full_rows = [], 0
+        for g, maybe, always in classes:
+            want, pred_cols = self._lookup(g)
+            idx = np.nonzero(maybe)[0]
+            if not idx.size:
+                continue
+            full = always[idx]
+            self._full_rows += int(g.rows64[idx[full]].sum())
+            k = np.searchsorted(g.starts, idx, side="right") - 1
+            members, first_at = np.unique(k, return_index=True)
+            bounds = list(first_at) + [idx.size]
+            for a, j in enumerate(members.tolist()):
+                s, e = bounds[a], bounds[a + 1]
+                found.append((int(g.positions[j]), g, j, idx[s:e] - g.starts[j], full[s:e], want, pred_cols))
+        found.sort(key=lambda f: f[0])
+        self._parts = [self._part(g.members[j][0], g.members[j][1], rgs, full, want, pred_cols)
+                       for _, g, j, rgs, full, want, pred_cols in found]
+        self._by_name = {p.name: p for p in self._parts}
+        self._read_units = None
+        self._schema = None
+        self._filters = {}  # decoded schema -> the predicate as an Arrow expression
+
+    # -- the decision ---------------------------------------------------------------------------
+
+    def row_groups(self) -> pa.Table:
+        """One row per surviving row group with rows, in partition then row-group order: columns
+        `partition`, `path` (the Parquet object as the filesystem names it), `row_group` (int32),
+        `num_rows` (int64) and `full` (statistics prove every row matches)."""
+        parts = [p for p in self._parts if len(p.rgs)]
+        counts = [len(p.rgs) for p in parts]
+        return pa.table({
+            "partition": pa.array([p.name for p, n in zip(parts, counts) for _ in range(n)], pa.string()),
+            "path": pa.array([p.path for p, n in zip(parts, counts) for _ in range(n)], pa.string()),
+            "row_group": pa.array(np.concatenate([p.rgs for p in parts] or [[]]).astype(np.int32), pa.int32()),
+            "num_rows": pa.array(np.concatenate([np.asarray(p.pm.num_rows, np.int64)[p.rgs] for p in parts]
+                                                or [[]]).astype(np.int64), pa.int64()),
+            "full": pa.array(np.concatenate([p.full for p in parts] or [[]]).astype(bool), pa.bool_()),
+        })
+
+    def byte_ranges(self) -> pa.Table:
+        """The plan `to_reader` / `to_table` fetch, one row per chunk: `path`, `offset` and `length`
+        (int64) of the coalesced request that serves it, `partition`, `row_group` (int32) and
+        `column` (its name). Several chunks share a request; all-null chunks, answered without
+        a fetch, are not listed."""
+        cols = {k: [] for k in ("path", "offset", "length", "partition", "row_group", "column")}
+        for u in self._units_for_read():
+            names = u.pm.column_names
+            for r in u.plan.ranges:
+                for rg, c, _, _ in r.chunks:
+                    for k, v in zip(cols, (u.path, r.start, r.length, u.partition, rg, names[c])):
+                        cols[k].append(v)
+        types = {"path": pa.string(), "offset": pa.int64(), "length": pa.int64(), "partition": pa.string(),
+                 "row_group": pa.int32(), "column": pa.string()}
+        return pa.table({k: pa.array(v, types[k]) for k, v in cols.items()})
+
+    # -- rows -----------------------------------------------------------------------------------
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema of every batch (pyarrow.dataset's types with footer=True; see read_table).
+        Reads the footer of each distinct `_pm` column schema among partitions with survivors."""
+        if self._schema is None:
+            if self.cast_to is not None:
+                self._schema = self.cast_to
+            else:
+                seen, schemas = set(), []
+                for p in [p for p in self._parts if len(p.rgs)] or [self._first_part()]:
+                    fields = self._fields(p)
+                    key = tuple(fields)
+                    if key not in seen:
+                        seen.add(key)
+                        schemas.append(pa.schema(fields))
+                self._schema = schemas[0] if len(schemas) == 1 else pa.unify_schemas(schemas,
+                                                                                      promote_options="permissive")
+        return self._schema
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        """The matching rows as a stream, in partition then row-group order: at most `batch_rows`
+        rows per batch, fetched ahead within `memory_budget`."""
+        return pa.RecordBatchReader.from_batches(self.schema, self._batches())
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.to_reader().__arrow_c_stream__(requested_schema)
+
+    def to_table(self) -> pa.Table:
+        """Every matching row in one pyarrow.Table (what read_table returns)."""
+        return self.to_reader().read_all()
+
+    def count(self) -> int:
+        """The exact number of matching rows: full row groups from `_pm` alone; partial ones by
+        fetching and filtering only the predicate's columns."""
+        total = self._full_rows  # summed over each schema group's full survivors at once
+        units = [u for p in self._parts if not p.full.all() for u in self._units(p, ~p.full, p.pred_cols, False)]
+        for unit, blobs in self._stream(units, inline=self._inline(units)):
+            total += self._count(unit, blobs)
+        return total
+
+    def to_dataset(self):
+        """The surviving row groups as a pyarrow.dataset.Dataset (`qdbpm.table.dataset`); rows are
+        not filtered there: pass the filter to the dataset's own scan."""
+        from .dataset import to_dataset  # pyarrow.dataset is heavy: loaded only when asked for
+
+        return to_dataset(self.table, {p.name: p.rgs.copy() for p in self._parts if len(p.rgs)})
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _lookup(self, g):
+        """(want, pred_cols) for the members of schema group g: per group, cached on it. Raises
+        as the group's first member (the earliest partition of the group) would."""
+        key = (tuple(self.columns), self.predicate)
+        try:
+            hit = g.scan_cache.get(key)
+        except TypeError:  # an unhashable literal
+            key = hit = None
+        if hit is None:
+            pm = g.members[0][1]
+            want = [pm.column_index(n) for n in self.columns]
+            # SQL names resolve per schema (expr.Names): the spelling these files use
+            pred_cols = [] if self.predicate is None else sorted(
+                pm.column_index(n) for n in self.predicate.resolve(pm.column_names).columns())
+            hit = (want, pred_cols)
+            if key is not None:
+                if len(g.scan_cache) >= 256:
+                    g.scan_cache.clear()
+                g.scan_cache[key] = hit
+        return hit
+
+    def _check_strict(self):
+        at = {}
+        for g in self.table._schema_groups():
+            for j, i in enumerate(g.positions.tolist()):
+                at[i] = (g, j)
+        for i in range(len(self.table.partitions)):
+            g, j = at[i]
+            want, pred_cols = self._lookup(g)
+            strict_views(g.members[j][1], want + [c for c in pred_cols if c not in want], self.cast_to)
+
+    def _part(self, name, pm, rgs, full, want, pred_cols):
+        need = want + [c for c in pred_cols if c not in want]
+        views = {} if self.footer else strict_views(pm, need, self.cast_to)
+        return _Part(name, pm, self.table._parquet_path(name), want, pred_cols, views, rgs, full)
+
+    def _first_part(self):
+        """The first partition's share (no survivors): what `schema` falls back to."""
+        g = next(g for g in self.table._schema_groups() if g.positions[0] == 0)
+        name, pm = g.members[0]
+        want, pred_cols = self._lookup(g)
+        return self._part(name, pm, np.zeros(0, np.int64), np.zeros(0, bool), want, pred_cols)
+
+    def _fields(self, p):
+        fields = self.table.column_schemas(p.name, footer=self.footer).fields(p.pm, p.want)
+        return [f.with_type(p.views[c]) if c in p.views else f for c, f in zip(p.want, fields)]
+
+    def _units_for_read(self) -> list:
+        if self._read_units is None:
+            self._read_units = []
+            for p in self._parts:
+                units = self._units(p, p.full, p.want, True) + self._units(p, ~p.full, p.want + p.extra, False)
+                self._read_units += sorted(units, key=lambda u: u.row_groups[0])
+        return self._read_units
+
+    def _units(self, p, select, cols, full) -> list:
+        """Units over p's survivors where `select` holds: runs of consecutive survivors (in p.rgs)
+        split so that each stays within the unit size, a lone larger row group alone."""
+        idx = np.nonzero(select)[0]
+        if not idx.size:
+            return []
+        cap = max(1, min(self.memory_budget // 4, MAX_UNIT_BYTES))
+        sub = p.pm.chunks[np.ix_(p.rgs[idx], cols)] if cols else None
+        est = np.zeros(idx.size, np.int64) if sub is None else \
+            np.where(all_null_mask(sub), 0, sub["total_compressed"].astype(np.int64)).sum(axis=1)
+        avoid = p.extra if full else []
+        out, start, acc = [], 0, 0
+        for i in range(idx.size + 1):
+            if i == idx.size or (i > start and (idx[i] != idx[i - 1] + 1 or acc + int(est[i]) > cap)):
+                rgs = [int(r) for r in p.rgs[idx[start:i]]]
+                out.append(Unit(p.name, p.pm, p.path, rgs, list(cols), full,
+                                plan(p.pm, rgs, cols, max_gap=self.max_gap, avoid=avoid)))
+                start, acc = i, 0
+            if i < idx.size:
+                acc += int(est[i])
+        return out
+
+    def _inline(self, units) -> bool:
+        """Fetch in the calling thread (no fetch thread started): a single range, or little to
+        read from local files."""
+        ranges = sum(len(u.plan.ranges) for u in units)
+        if ranges <= 1:
+            return True
+        return self.table.filesystem is None and ranges <= INLINE_RANGES and \
+            sum(u.size for u in units) <= INLINE_BYTES
+
+    def _stream(self, units, inline=False):
+        note = self.observer or (lambda event, n: None)
+        note("plan", sum(u.size for u in units))
+        return stream(self.table.data_filesystem, units, self.memory_budget, workers=DEFAULT_WORKERS,
+                      observer=self.observer, inline=inline)
+
+    def _count(self, unit, blobs) -> int:
+        """The matching rows of a unit: `_decode(...).num_rows`, with the Arrow filter built once
+        per decoded schema."""
+        p = self._by_name[unit.partition]
+        schemas = self.table.column_schemas(p.name, footer=self.footer)
+        if unit.full or self.predicate is None:
+            return int(np.asarray(unit.pm.num_rows, np.int64)[unit.row_groups].sum())
+        if unit.plan.all_null or p.views or not unit.columns:
+            t = decode_partition(unit.pm, unit.row_groups, unit.columns, blobs, unit.plan.all_null, schemas, p.views)
+        else:  # every chunk fetched, none all-null: decode them directly
+            t = decode_chunks(unit.pm, unit.row_groups, unit.columns, blobs, schemas)
+        t = filterable(t)
+        return t.filter(self._filter(t.schema)).num_rows
+
+    def _filter(self, schema):
+        """to_arrow(predicate, schema), kept on the table (per scan for an unhashable literal)."""
+        key = (self.predicate, schema)
+        try:
+            expr = self.table._filters.get(key)
+        except TypeError:
+            key, expr = schema, self._filters.get(schema)
+        if expr is None:
+            expr = to_arrow(self.predicate, schema)
+            cache = self.table._filters if isinstance(key, tuple) else self._filters
+            if len(cache) >= 256:
+                cache.clear()
+            cache[key] = expr
+        return expr
+
+    def _decode(self, unit, blobs) -> pa.Table:
+        p = self._by_name[unit.partition]
+        schemas = self.table.column_schemas(p.name, footer=self.footer)
+        t = decode_partition(unit.pm, unit.row_groups, unit.columns, blobs, unit.plan.all_null, schemas, p.views)
+        return t if unit.full else filter_rows(t, self.predicate)
+
+    def _batches(self):
+        target = self.schema
+        for unit, blobs in self._stream(self._units_for_read()):
+            t = self._decode(unit, blobs)
+            del blobs
+            t = t.select(self.columns)
+            if not t.schema.equals(target, check_metadata=True):
+                t = t.cast(target)
+            for b in t.to_batches(max_chunksize=self.batch_rows):
+                if b.num_rows:
+                    yield b
+
+    def __repr__(self):
+        return f"<Scan {self.table.root!r} where={self.predicate!r} columns={self.columns}>"

@@ -1,0 +1,404 @@
+"""Table.scan: the pruning decision as row groups, an exact count, a byte-range plan and a
+bounded stream, against DuckDB evaluating the same WHERE text over the same Parquet files.
+
+Tables are written by pyarrow (several partitions, row groups of 100 rows, sorted by `ts` and
+`rid`, a `grp` column constant per row group so statistics prove whole row groups), `_pm` by
+qdbpm.generate. A fixed seeded list of SQL predicates and column subsets checks to_table,
+to_reader and count against DuckDB, and `full` against brute force; counting filesystems show
+what a scan fetches; a budget hook shows what the pipeline holds.
+"""
+
+import gc
+import os
+import random
+import threading
+
+import duckdb
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import qdbpm
+from qdbpm.sync.generate import generate
+from qdbpm.table.pipeline import THREAD_NAME
+from qdbpm.table.ranges import plan
+
+from support.table_files import CountingFS, upload
+
+DAYS, ROWS, RG = 4, 750, 100  # the last row group of each partition holds 50 rows
+DAY_US = 86_400_000_000
+BASE = np.datetime64("2024-03-01", "us")
+COLUMNS = ["rid", "ts", "grp", "px", "sym", "qty", "flag", "note"]
+N_PREDICATES = 60
+
+
+def write_partition(path, day):
+    rng = np.random.default_rng(100 + day)
+    i = np.arange(ROWS)
+    rg = i // RG
+    t = pa.table({
+        "rid": pa.array(day * 100_000 + i, pa.int64()),
+        "ts": pa.array(BASE + (day * DAY_US + i * (DAY_US // ROWS)).astype("timedelta64[us]"), pa.timestamp("us")),
+        "grp": pa.array(rg, pa.int32()),
+        "px": pa.array(np.round(rng.normal(100, 10, ROWS) * 4) / 4, mask=rng.random(ROWS) < 0.1),
+        "sym": pa.array([f"S{(r + day) % 4}" if k % 7 else f"S{k % 4}" for k, r in enumerate(rg)]),
+        "qty": pa.array(rng.integers(-50, 50, ROWS), pa.int64()),
+        "flag": pa.array([None if v < 0.1 else v < 0.55 for v in rng.random(ROWS)], pa.bool_()),
+        "note": pa.array([None] * (ROWS // 2) + [f"n{k}" for k in range(ROWS - ROWS // 2)], pa.string()),
+    })
+    pq.write_table(t, path, row_group_size=RG, sorting_columns=[pq.SortingColumn(1)])
+
+
+@pytest.fixture(scope="module")
+def table_dir(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("scan"))
+    files = []
+    for d in range(DAYS):
+        part = os.path.join(root, f"day={d:02d}")
+        os.makedirs(part)
+        files.append(os.path.join(part, "data.parquet"))
+        write_partition(files[-1], d)
+        generate(files[-1])
+    return root, files
+
+
+def duck(files, sql):
+    con = duckdb.connect()
+    try:
+        return con.execute(sql.replace("FILES", f"read_parquet({files!r})")).fetchall()
+    finally:
+        con.close()
+
+
+def iso(us):
+    return str(BASE + np.timedelta64(int(us), "us"))
+
+
+def atom(rng):
+    span = DAYS * DAY_US
+    kind = rng.choice(["ts", "ts", "rid", "grp", "grp", "sym", "px", "qty", "flag", "note"])
+    if kind == "ts":
+        a, b = sorted(rng.randrange(-DAY_US // 4, span + DAY_US // 4) for _ in range(2))
+        if rng.random() < 0.5:  # on a row-group boundary: statistics then prove whole row groups
+            a, b = (x - x % (DAY_US // ROWS * RG) for x in (a, b))
+        return rng.choice([f"ts >= '{iso(a)}'", f"ts < '{iso(b)}'", f"ts BETWEEN '{iso(a)}' AND '{iso(b)}'",
+                           f"ts > '{iso(a)}' AND ts <= '{iso(b)}'"])
+    if kind == "rid":
+        k = rng.randrange(DAYS) * 100_000 + rng.randrange(0, ROWS + 1, RG // 2)
+        return rng.choice([f"rid < {k}", f"rid >= {k}"])
+    if kind == "grp":
+        a, b = sorted(rng.randrange(8) for _ in range(2))
+        return rng.choice([f"grp = {a}", f"grp BETWEEN {a} AND {b}", f"grp <> {a}", f"grp IN ({a}, {b})",
+                           f"grp > {a}"])
+    if kind == "sym":
+        return rng.choice([f"sym = 'S{rng.randrange(4)}'", "sym IN ('S0', 'S2')", f"sym >= 'S{rng.randrange(4)}'"])
+    if kind == "px":
+        v = rng.randrange(320, 480) / 4
+        return rng.choice([f"px > {v}", f"px <= {v}", "px IS NULL", "px IS NOT NULL"])
+    if kind == "qty":
+        a, b = sorted(rng.randrange(-60, 60) for _ in range(2))
+        return rng.choice([f"qty > {a}", f"qty BETWEEN {a} AND {b}", f"qty IN ({a}, {b}, 0)"])
+    if kind == "flag":
+        return rng.choice(["flag", "NOT flag", "flag IS NOT TRUE", "flag IS FALSE"])
+    return rng.choice(["note IS NULL", "note IS NOT NULL", f"note = 'n{rng.randrange(400)}'", "note > 'n5'"])
+
+
+def predicate(rng, depth=0):
+    r = rng.random()
+    if depth >= 2 or r < 0.4:
+        return atom(rng)
+    if r < 0.55:
+        return f"NOT ({predicate(rng, depth + 1)})"
+    op = "AND" if r < 0.85 else "OR"
+    return f"({predicate(rng, depth + 1)}) {op} ({predicate(rng, depth + 1)})"
+
+
+def cases():
+    rng = random.Random(14)
+    return [(predicate(rng), rng.sample(COLUMNS, rng.randint(1, len(COLUMNS))), rng.choice([None, 7, 64]))
+            for _ in range(N_PREDICATES)]
+
+
+def rows_of(t):
+    return [tuple(r.values()) for r in t.to_pylist()]
+
+
+def test_scan_equals_duckdb(table_dir):
+    root, files = table_dir
+    seen_full = seen_partial = nonempty = 0
+    with qdbpm.open_table(root) as table:
+        for where, cols, batch_rows in cases():
+            want = duck(files, f"SELECT {', '.join(cols)} FROM FILES WHERE {where} ORDER BY rid")
+            scan = table.scan(where, cols, batch_rows=batch_rows)
+            got = scan.to_table()
+            assert got.column_names == cols
+            assert rows_of(got) == want, where
+            batches = list(scan.to_reader())
+            assert all(0 < b.num_rows <= (batch_rows or RG) for b in batches), where
+            streamed = pa.Table.from_batches(batches, scan.schema)
+            assert streamed.schema == got.schema and rows_of(streamed) == want, where
+            assert scan.count() == len(want), where
+            nonempty += bool(want)
+
+            # full: statistics' proof; brute force says every row of such a row group matches,
+            # and every row group holding a match survives
+            per_rg = duck(files, f"""SELECT rid // 100000, (rid % 100000) // {RG},
+                count(*) FILTER (WHERE ({where}) IS NOT TRUE), count(*) FILTER (WHERE {where})
+                FROM FILES GROUP BY ALL""")
+            rgs = scan.row_groups()
+            kept = {(int(p[4:]), r): f for p, r, f in zip(rgs["partition"].to_pylist(),
+                                                          rgs["row_group"].to_pylist(), rgs["full"].to_pylist())}
+            for day, rg, missing, matching in per_rg:
+                if matching:
+                    assert (day, rg) in kept, (where, day, rg)
+                if kept.get((day, rg)):
+                    assert missing == 0, (where, day, rg)
+            seen_full += sum(kept.values())
+            seen_partial += sum(not f for f in kept.values())
+    # the fixed case list exercises both classes and real results
+    assert seen_full > 100 and seen_partial > 100 and nonempty > N_PREDICATES // 2
+
+
+def test_row_groups_columns(table_dir):
+    root, _ = table_dir
+    with qdbpm.open_table(root) as table:
+        t = table.scan("grp = 7 OR qty > 45").row_groups()
+        assert t.schema.names == ["partition", "path", "row_group", "num_rows", "full"]
+        assert [f.type for f in t.schema] == [pa.string(), pa.string(), pa.int32(), pa.int64(), pa.bool_()]
+        assert all(p == table.parquet_path(q) for p, q in zip(t["path"].to_pylist(), t["partition"].to_pylist()))
+        assert {(r, f) for r, f in zip(t["row_group"].to_pylist(), t["full"].to_pylist()) if r == 7} == {(7, True)}
+        assert table.scan().row_groups()["full"].to_pylist() == [True] * (DAYS * 8)
+        empty = table.scan("grp > 100").row_groups()
+        assert empty.num_rows == 0 and empty.schema == t.schema
+
+
+def boundary(day, rg):
+    return iso(day * DAY_US + rg * RG * (DAY_US // ROWS))
+
+
+def test_count_of_a_time_range_reads_no_data_bytes(table_dir):
+    root, files = table_dir
+    where = f"ts >= '{boundary(0, 2)}' AND ts < '{boundary(1, 7)}'"  # day 0 rg 2 .. day 1 rg 6
+    counting = CountingFS(fsspec.filesystem("file"))
+    with qdbpm.open_table(root, counting) as table:
+        scan = table.scan(where)
+        assert all(scan.row_groups()["full"].to_pylist()) and scan.row_groups().num_rows == 6 + 7
+        n = scan.count()
+    assert n == duck(files, f"SELECT count(*) FROM FILES WHERE {where}")[0][0] == 550 + 700
+    assert not [q for q, *_ in counting.requests if q.endswith("data.parquet")]
+
+
+def test_full_row_groups_never_fetch_predicate_only_columns(table_dir):
+    root, files = table_dir
+    where = "grp BETWEEN 2 AND 5"  # min = max = grp in every row group: all survivors full
+    counting = CountingFS(fsspec.filesystem("file"))
+    with qdbpm.open_table(root, counting) as table:
+        scan = table.scan(where, ["rid", "ts", "px"])
+        got = scan.to_table()
+        assert rows_of(got) == duck(files, f"SELECT rid, ts, px FROM FILES WHERE {where} ORDER BY rid")
+        assert set(scan.byte_ranges()["column"].to_pylist()) == {"rid", "ts", "px"}
+        filler = 0
+        for p in table.partitions:
+            pm = table.meta(p)
+            g = pm.column_index("grp")
+            chunks = [(int(c["byte_range_start"]), int(c["byte_range_start"] + c["total_compressed"]))
+                      for c in pm.chunks[:, g]]
+            reads = [(s, e) for q, s, e, _ in counting.requests if q == table.parquet_path(p)]
+            assert reads and not [(s, e) for s, e in reads for a, b in chunks if s < b and a < e
+                                  and (s, e) != (pm.parquet_footer_offset, pm.parquet_size)]
+            # without the barrier the coalescing rule would take the tiny grp chunk as filler
+            loose = plan(pm, [2, 3, 4, 5], [pm.column_index(n) for n in ("rid", "ts", "px")])
+            filler += sum(r.start < b and a < r.end for r in loose.ranges for a, b in chunks)
+        assert filler > 0
+        # a partial row group does fetch it, to filter
+        counting.requests.clear()
+        assert table.scan("grp = 3 AND qty > 0", ["px"]).count() > 0
+        assert any(s < b and a < e for q, s, e, _ in counting.requests if q == table.parquet_path("day=00")
+                   for a, b in [(int(c["byte_range_start"]), int(c["byte_range_start"] + c["total_compressed"]))
+                                for c in table.meta("day=00").chunks[3:4, 2]])
+
+
+def test_byte_ranges_is_the_plan_fetched(table_dir):
+    root, _ = table_dir
+    counting = CountingFS(fsspec.filesystem("file"))
+    with qdbpm.open_table(root, counting) as table:
+        scan = table.scan("qty > 40 OR note = 'n3'", ["rid", "note"])
+        br = scan.byte_ranges()
+        assert br.schema.names == ["path", "offset", "length", "partition", "row_group", "column"]
+        assert [f.type for f in br.schema] == [pa.string(), pa.int64(), pa.int64(), pa.string(), pa.int32(),
+                                               pa.string()]
+        assert set(br["column"].to_pylist()) <= {"rid", "note", "qty"}
+        planned = {(p, o, o + n) for p, o, n in zip(br["path"].to_pylist(), br["offset"].to_pylist(),
+                                                     br["length"].to_pylist())}
+        scan.to_table()
+        fetched = {(q, s, e) for q, s, e, _ in counting.requests if q.endswith("data.parquet")}
+        footers = {(table.parquet_path(p), table.meta(p).parquet_footer_offset, table.meta(p).parquet_size)
+                   for p in table.partitions}
+        assert fetched - footers == planned
+        # every chunk's offset/length is a coalesced range holding it
+        for rg, col, part, o, n in zip(br["row_group"].to_pylist(), br["column"].to_pylist(),
+                                       br["partition"].to_pylist(), br["offset"].to_pylist(), br["length"].to_pylist()):
+            pm = table.meta(part)
+            c = pm.chunks[rg, pm.column_index(col)]
+            assert o <= int(c["byte_range_start"]) and int(c["byte_range_start"] + c["total_compressed"]) <= o + n
+        # all-null chunks (note in the first half) are never listed nor fetched
+        assert not [1 for rg, col in zip(br["row_group"].to_pylist(), br["column"].to_pylist())
+                    if col == "note" and rg < 3]
+
+
+def test_pipeline_never_holds_more_than_the_budget(table_dir):
+    root, files = table_dir
+    with qdbpm.open_table(root) as table:
+        per_rg = {}
+        for r in table.scan(None, ["px", "qty"]).byte_ranges().to_pylist():
+            per_rg.setdefault((r["partition"], r["row_group"]), set()).add((r["offset"], r["length"]))
+        one_rg = max(sum(n for _, n in ranges) for ranges in per_rg.values())  # a row group's bytes
+        for budget in [3 * one_rg, 1]:  # several row groups ahead; then every unit alone
+            scan = table.scan(None, ["px", "qty"], memory_budget=budget, batch_rows=50)
+            events = []
+            scan.observer = lambda e, n: events.append((e, n))
+            got = scan.to_table()
+            assert rows_of(got) == duck(files, "SELECT px, qty FROM FILES ORDER BY rid")
+            held = arrived = units = peak = 0
+            ahead = None  # units admitted before the first one is released
+            for e, n in events[1:]:
+                if e == "admit":
+                    held, units = held + n, units + 1
+                elif e == "release":
+                    ahead = units if ahead is None else ahead
+                    held, units, arrived = held - n, units - 1, arrived - n
+                else:
+                    assert e == "fetched"
+                    arrived += n
+                assert held <= budget or units == 1  # a unit larger than the budget is held alone
+                assert 0 <= arrived <= held  # bytes that arrived and are not yet yielded
+                peak = max(peak, held)
+            assert held == 0 and events[0] == ("plan", sum(n for e, n in events if e == "admit"))
+            if budget > 1:
+                assert peak <= budget and ahead >= 2  # fetched ahead while the first unit decodes
+            else:
+                assert ahead == 1 and peak <= 2 * one_rg  # one row group (+ small filler) alone
+
+
+def scan_threads():
+    return [t for t in threading.enumerate() if t.name == THREAD_NAME]
+
+
+def test_closing_the_reader_early_stops_the_pipeline(table_dir):
+    root, _ = table_dir
+    counting = CountingFS(fsspec.filesystem("file"))
+    with qdbpm.open_table(root, counting) as table:
+        scan = table.scan(None, ["rid", "ts", "px"], memory_budget=20_000, batch_rows=10)
+        total = int(scan.byte_ranges().group_by(["path", "offset"]).aggregate([("length", "max")])["length_max"]
+                    .to_numpy().sum())
+        reader = scan.to_reader()
+        assert reader.read_next_batch().num_rows == 10
+        reader.close()  # the reader stays referenced: the pipeline still stops
+        for t in scan_threads():
+            t.join(timeout=60)
+        assert not scan_threads()
+        data = sum(n for q, s, e, n in counting.requests if q.endswith("data.parquet")
+                   and (s, e) != (table.meta("day=00").parquet_footer_offset, table.meta("day=00").parquet_size))
+        assert 0 < data <= 20_000 < total
+        del reader
+        gc.collect()
+        assert not scan_threads()
+
+
+def test_batch_rows_and_the_arrow_stream(table_dir):
+    root, files = table_dir
+    where = "sym = 'S1' OR grp = 0"
+    want = duck(files, f"SELECT {', '.join(COLUMNS)} FROM FILES WHERE {where} ORDER BY rid")
+    with qdbpm.open_table(root) as table:
+        for batch_rows in [1, 33, 1000]:
+            scan = table.scan(where, batch_rows=batch_rows)
+            sizes = [b.num_rows for b in scan.to_reader()]
+            assert max(sizes) <= batch_rows and sum(sizes) == len(want)
+        scan = table.scan(where)
+        via_c = pa.RecordBatchReader.from_stream(scan).read_all()
+        assert rows_of(via_c) == want and via_c.schema == scan.to_table().schema
+        with pytest.raises(qdbpm.PmError, match="batch_rows"):
+            table.scan(where, batch_rows=0)
+        with pytest.raises(qdbpm.PmError, match="memory_budget"):
+            table.scan(where, memory_budget=0)
+        with pytest.raises(KeyError):
+            table.scan(where, ["nope"])
+
+
+def test_read_table_takes_an_open_table_and_reuses_its_footers(table_dir):
+    root, files = table_dir
+    counting = CountingFS(fsspec.filesystem("file"))
+    with qdbpm.open_table(root, counting) as table:
+        a = qdbpm.read_table(table, ["rid", "sym"], "qty < -40")
+        b = table.scan("qty < -40", ["rid", "sym"]).to_table()
+        footer = [(s, e) for q, s, e, _ in counting.requests
+                  if (s, e) == (table.meta("day=00").parquet_footer_offset, table.meta("day=00").parquet_size)]
+        assert len(footer) == 1  # one _pm column schema, read once for both scans
+        assert rows_of(a) == rows_of(b) == duck(files, "SELECT rid, sym FROM FILES WHERE qty < -40 ORDER BY rid")
+        with pytest.raises(qdbpm.PmError, match="filesystem"):
+            qdbpm.read_table(table, filesystem=counting)
+    strict = qdbpm.open_table(root).scan("px > 110", ["ts", "px"], footer=False)
+    assert strict.schema.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert strict.count() == len(duck(files, "SELECT 1 FROM FILES WHERE px > 110"))
+
+
+def test_open_table_partitioning_and_urls(table_dir):
+    root, _ = table_dir
+    assert qdbpm.open_table(root).partitioning == "hive"
+    assert qdbpm.open_table(root, partitioning=None).partitioning is None
+    with pytest.raises(qdbpm.PmError, match="partitioning"):
+        qdbpm.open_table(root, partitioning="directory")
+    t = qdbpm.open_table("file://" + root)
+    assert t.filesystem is None and t.partitions == [f"day={d:02d}" for d in range(DAYS)]  # local stays local
+    with pytest.raises(qdbpm.PmError, match="storage_options"):
+        qdbpm.open_table(root, fsspec.filesystem("file"), storage_options={})
+
+
+def test_zero_row_row_groups_are_never_fetched(tmp_path):
+    part = tmp_path / "p=0"
+    part.mkdir()
+    t = pa.table({"a": pa.array(np.arange(30), pa.int64()), "b": pa.array([f"x{i}" for i in range(30)])})
+    with pq.ParquetWriter(str(part / "data.parquet"), t.schema) as w:
+        w.write_table(t.slice(0, 10))
+        w.write_table(t.slice(0, 0))
+        w.write_table(t.slice(10, 20))
+    generate(str(part / "data.parquet"))
+    with qdbpm.open_table(str(tmp_path)) as table:
+        for where in [None, "a >= 0", "a > 5"]:
+            scan = table.scan(where)
+            assert 1 not in scan.row_groups()["row_group"].to_pylist()
+            assert 1 not in scan.byte_ranges()["row_group"].to_pylist()
+            assert scan.to_table().equals(qdbpm.read_table(str(tmp_path), where=where))
+        assert table.scan("a > 5").count() == 24 and table.scan().count() == 30
+
+
+def test_remote_scan_on_s3(s3_server, s3_bucket, table_dir):
+    root, files = table_dir
+    fs = s3_server.filesystem()
+    remote = f"{s3_bucket}/scan"
+    upload(fs, root, remote)
+    with qdbpm.open_table(f"s3://{remote}", storage_options=s3_server.storage_options()) as table:
+        assert table.partitions == [f"day={d:02d}" for d in range(DAYS)]
+        for where, cols, batch_rows in cases()[:12]:
+            want = duck(files, f"SELECT {', '.join(cols)} FROM FILES WHERE {where} ORDER BY rid")
+            # a small budget: units of one or two row groups, fetched ahead across partitions
+            scan = table.scan(where, cols, batch_rows=batch_rows, memory_budget=16_384)
+            assert rows_of(scan.to_table()) == want, where
+            assert rows_of(pa.Table.from_batches(list(scan.to_reader()), scan.schema)) == want, where
+            assert scan.count() == len(want), where
+            assert set(scan.row_groups()["path"].to_pylist()) <= {f"{remote}/day={d:02d}/data.parquet"
+                                                                  for d in range(DAYS)}
+    assert not scan_threads()
+
+
+def test_to_dataset_hands_over_the_survivors(table_dir):
+    root, _ = table_dir
+    with qdbpm.open_table(root) as table:
+        scan = table.scan("grp = 3 OR qty > 48", ["px"])
+        rgs = scan.row_groups()
+        ds = scan.to_dataset()
+        got = {(os.path.basename(os.path.dirname(f.path)), g.id) for f in ds.get_fragments() for g in f.row_groups}
+        assert got == set(zip(rgs["partition"].to_pylist(), rgs["row_group"].to_pylist()))
+        assert ds.to_table(columns=["px"]).num_rows == sum(rgs["num_rows"].to_pylist())
