@@ -1,0 +1,91 @@
+"""asv: one query over the 1,000-partition table (datasets.table_dir: 1,000 x 10 row groups x 8
+columns), end to end through Table.scan, beside DuckDB on the same files.
+
+A one-shot planner pays for opening the table, so `time_*_cold` open it in the timed call;
+`time_*_open` reuse an open Table whose `_pm` files are mapped. benchmarks/compare_scan.py has the
+S3 side and the ratios against pyarrow.dataset.
+"""
+
+import glob
+import os
+
+import duckdb
+
+import qdbpm
+
+from . import datasets as D
+
+TIME_RANGE = "ts BETWEEN TIMESTAMP '{}' AND TIMESTAMP '{}'"
+
+
+def _queries():
+    lo, hi = D.selective_window(10_000)
+    return {"selective": D.predicate_sql(lo, hi), "time_range": TIME_RANGE.format(D.ts_literal(lo), D.ts_literal(hi))}
+
+
+class ScanTable:
+    """Table.scan(...).count() / to_table() / to_dataset() over 1,000 partitions."""
+
+    timeout = 600
+    params = ["selective", "time_range"]
+    param_names = ["query"]
+
+    def setup_cache(self):
+        D.table_dir()
+
+    def setup(self, query):
+        self.root = D.table_dir()
+        self.sql = _queries()[query]
+        self.table = qdbpm.open_table(self.root)
+        self.table.scan(self.sql).count()  # map every _pm, decode the stats the query needs
+
+    def teardown(self, query):
+        t = getattr(self, "table", None)
+        if t is not None:
+            t.close()
+
+    def time_count_open(self, query):
+        self.table.scan(self.sql).count()
+
+    def time_count_cold(self, query):
+        with qdbpm.open_table(self.root) as t:
+            t.scan(self.sql).count()
+
+    def time_to_table_open(self, query):
+        self.table.scan(self.sql, ["ts", "x"]).to_table()
+
+    def time_to_dataset_duckdb(self, query):
+        ds = self.table.scan(self.sql, ["ts", "x"]).to_dataset()
+        con = duckdb.connect()
+        try:
+            con.register("ds", ds)
+            con.execute(f"SELECT count(*), sum(x) FROM ds WHERE {self.sql}").fetchall()
+        finally:
+            con.close()
+
+
+class DuckDBTable:
+    """DuckDB over the same 1,000 files with the same predicate (its metadata cache on, warmed)."""
+
+    timeout = 600
+    params = ["selective", "time_range"]
+    param_names = ["query"]
+
+    def setup_cache(self):
+        D.table_dir()
+
+    def setup(self, query):
+        files = sorted(glob.glob(os.path.join(D.table_dir(), "*", "data.parquet")))
+        self.con = duckdb.connect()
+        self.con.execute("SET parquet_metadata_cache = true")
+        self.src = f"read_parquet({files!r})"
+        self.sql = _queries()[query]
+        self.time_count()
+
+    def teardown(self, query):
+        con = getattr(self, "con", None)
+        if con is not None:
+            con.close()
+
+    def time_count(self, query=None):
+        self.con.execute(f"SELECT count(*) FROM {self.src} WHERE {self.sql}").fetchall()
