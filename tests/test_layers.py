@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "qdbpm"
-# Layer of each top-level part of the package: a module may import only its own layer or lower ones.
-LAYER = {"errors": 0, "pm": 1, "parquet": 1, "bloom": 1, "prune": 2, "meta": 3, "sync": 4, "table": 4,
-         "cli": 5, "spark": 5, "__init__": 6}
+# Layer of each top-level part of the package, bottom up: a module imports only its own part or
+# lower ones (pm is the format everything reads; parquet maps footers into it; bloom's header
+# reader is Parquet's; sync reuses table's byte ranges; the CLI demo runs Spark).
+LAYER = {"errors": 0, "pm": 1, "parquet": 2, "bloom": 3, "prune": 4, "meta": 5, "table": 6, "sync": 7,
+         "spark": 8, "cli": 9, "__init__": 10}
 MAX_LINES = 500
 LONG_OK = {"parquet/_thrift.pyx"}  # the Thrift kernel: one flat parser, measured as a unit
 
@@ -66,7 +68,8 @@ def test_imports_point_down(path):
         targets = [f"{mod}.{n}" for n in names if is_module(f"{mod}.{n}")] if mod == "qdbpm" else [mod]
         for t in targets:
             there = part_of(t)
-            assert LAYER[there] <= LAYER[here], f"{path.relative_to(PKG)}:{line} imports {t}: an upward import"
+            assert there == here or LAYER[there] < LAYER[here], \
+                f"{path.relative_to(PKG)}:{line} imports {t}: an upward or sideways import"
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PKG)))

@@ -176,7 +176,7 @@ STAT_BITS = {
     "STAT_NULL_COUNT_PRESENT": STAT_NULL_COUNT_PRESENT,
 }
 
-# Parquet Encoding enum -> _pm ENCODINGS bit (layout.PARQUET_ENCODING_TO_BIT; RLE, BIT_PACKED: 0).
+# Parquet Encoding enum -> _pm ENCODINGS bit (footer.PARQUET_ENCODING_TO_BIT; RLE, BIT_PACKED: 0).
 cdef uint8_t ENC_BIT[10]
 ENC_BIT[:] = [1, 0, 2, 0, 0, 4, 8, 16, 2, 32]
 ENCODING_BITS = tuple(ENC_BIT[i] for i in range(10))

@@ -23,9 +23,22 @@ from ..pm.description import ByteRefs
 from ..errors import ParquetFormatError
 from .build import ColumnChunkSpec, RowGroupSpec, SchemaElement, build_file_metadata
 from .compact import T, decode_struct, decode_value
+from . import constants as PQ
 from .constants import MAGIC, MAGIC_ENCRYPTED, SE_NUM_CHILDREN
 from .leaves import at_footer_byte, build_leaves
 from .splice import append_footer
+
+# Parquet Encoding enum value -> _pm ENCODINGS bit (RLE=3 and BIT_PACKED=4 set nothing).
+PARQUET_ENCODING_TO_BIT = {
+    PQ.ENCODING_PLAIN: L.ENC_PLAIN,
+    PQ.ENCODING_PLAIN_DICTIONARY: L.ENC_RLE_DICTIONARY,
+    PQ.ENCODING_RLE_DICTIONARY: L.ENC_RLE_DICTIONARY,
+    PQ.ENCODING_DELTA_BINARY_PACKED: L.ENC_DELTA_BINARY_PACKED,
+    PQ.ENCODING_DELTA_LENGTH_BYTE_ARRAY: L.ENC_DELTA_LENGTH_BYTE_ARRAY,
+    PQ.ENCODING_DELTA_BYTE_ARRAY: L.ENC_DELTA_BYTE_ARRAY,
+    PQ.ENCODING_BYTE_STREAM_SPLIT: L.ENC_BYTE_STREAM_SPLIT,
+}
+
 
 __all__ = ["ParquetFooter", "read_footer", "parse_footer", "TAIL_READ"]
 

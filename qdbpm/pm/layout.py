@@ -6,7 +6,6 @@ Spec of record: docs/format.md (its tables mirror the dtypes below).
 
 import numpy as np
 
-from ..parquet import constants as PQ
 
 # --- fixed-size records --------------------------------------------------------------------
 
@@ -247,17 +246,6 @@ ENCODING_BIT_NAMES = [
     "DELTA_BYTE_ARRAY",
     "BYTE_STREAM_SPLIT",
 ]
-# Parquet Encoding enum value -> ENCODINGS bit (RLE=3 and BIT_PACKED=4 set nothing).
-PARQUET_ENCODING_TO_BIT = {
-    PQ.ENCODING_PLAIN: ENC_PLAIN,
-    PQ.ENCODING_PLAIN_DICTIONARY: ENC_RLE_DICTIONARY,
-    PQ.ENCODING_RLE_DICTIONARY: ENC_RLE_DICTIONARY,
-    PQ.ENCODING_DELTA_BINARY_PACKED: ENC_DELTA_BINARY_PACKED,
-    PQ.ENCODING_DELTA_LENGTH_BYTE_ARRAY: ENC_DELTA_LENGTH_BYTE_ARRAY,
-    PQ.ENCODING_DELTA_BYTE_ARRAY: ENC_DELTA_BYTE_ARRAY,
-    PQ.ENCODING_BYTE_STREAM_SPLIT: ENC_BYTE_STREAM_SPLIT,
-}
-
 PT_BOOLEAN = 0
 PT_INT32 = 1
 PT_INT64 = 2

@@ -19,15 +19,15 @@ import pyarrow.parquet as pq
 from ..pm import layout as L
 from ..parquet import constants as PQ
 from ..parquet.build import ColumnChunkSpec, RowGroupSpec, parquet_file
-from ..parquet.footer import parse_footer
+from ..parquet.footer import PARQUET_ENCODING_TO_BIT, parse_footer
 from ..errors import ParquetFormatError, PmError, StorageError
 from ..prune.arrow import filter_table
 from .ranges import DEFAULT_MAX_GAP, fetch, fetch_footer, plan
 from .read_schema import ColumnSchemas, strict_refusal
 
-# ENCODINGS bit -> a Parquet Encoding that sets it (layout's map inverted; the dictionary bit as
+# ENCODINGS bit -> a Parquet Encoding that sets it (parquet.footer's map inverted; the dictionary bit as
 # RLE_DICTIONARY, not the deprecated PLAIN_DICTIONARY). RLE carries every data page's levels.
-_BIT_TO_ENCODING = {bit: enc for enc, bit in L.PARQUET_ENCODING_TO_BIT.items()}
+_BIT_TO_ENCODING = {bit: enc for enc, bit in PARQUET_ENCODING_TO_BIT.items()}
 _BIT_TO_ENCODING[L.ENC_RLE_DICTIONARY] = PQ.ENCODING_RLE_DICTIONARY
 
 

@@ -22,7 +22,7 @@ from qdbpm.parquet import compact as T
 from qdbpm.parquet.build import frame_footer
 from qdbpm.errors import ParquetFormatError
 from qdbpm.parquet.constants import MAGIC
-from qdbpm.parquet.footer import TAIL_READ, ParquetFooter, parse_footer, read_footer
+from qdbpm.parquet.footer import PARQUET_ENCODING_TO_BIT, TAIL_READ, ParquetFooter, parse_footer, read_footer
 
 from conftest import PEER_DATA
 from conftest import read_bytes as file_bytes
@@ -111,7 +111,7 @@ def test_peer_special_cases():
 
 def test_kernel_constants_match_layout():
     assert _thrift.STAT_BITS == {k: getattr(L, k) for k in _thrift.STAT_BITS}
-    assert {e: b for e, b in enumerate(_thrift.ENCODING_BITS) if b} == L.PARQUET_ENCODING_TO_BIT
+    assert {e: b for e, b in enumerate(_thrift.ENCODING_BITS) if b} == PARQUET_ENCODING_TO_BIT
     assert tuple((n, L.CHUNK_DTYPE.fields[n][1], L.CHUNK_DTYPE[n].itemsize) for n in L.CHUNK_DTYPE.names) \
         == _thrift.CHUNK_LAYOUT
 

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from qdbpm.pm import layout as L
 from qdbpm.parquet import compact as T
+from qdbpm.parquet.footer import PARQUET_ENCODING_TO_BIT
 
 CODEC_BY_NAME = {"UNCOMPRESSED": 0, "SNAPPY": 1, "GZIP": 2, "LZO": 3, "BROTLI": 4, "ZSTD": 6, "LZ4": 7,
                  "UNKNOWN": 5}  # parquet-cpp reads LZ4_RAW (7) as "LZ4"; Hadoop LZ4 (5) it cannot name
@@ -71,7 +72,7 @@ def logical_as_pyarrow(lt: tuple) -> dict:
 def pm_encodings(raw: list[int]) -> int:
     bits = 0
     for e in raw:
-        bits |= L.PARQUET_ENCODING_TO_BIT.get(e, 0)
+        bits |= PARQUET_ENCODING_TO_BIT.get(e, 0)
     return bits
 
 
