@@ -291,7 +291,7 @@ class QdbpmReader(DataSourceReader):
 
     def read(self, partition):
         from qdbpm.prune.arrow import filter_table
-        from qdbpm.table.read import read_partition
+        from qdbpm.table.decode import read_partition
 
         import fsspec
 

@@ -18,7 +18,7 @@ from .description import ByteRefs
 
 # (slot field, PRESENT bit, INLINED bit, STAT_SIZES nibble shift) of the min and of the max.
 SLOTS = (("min_stat", L.STAT_MIN_PRESENT, L.STAT_MIN_INLINED, 0),
-         ("max_stat", L.STAT_MAX_PRESENT, L.STAT_MAX_INLINED, 4))
+         ("max_stat", L.STAT_MAX_PRESENT, L.STAT_MAX_INLINED, L.STAT_SIZES_MAX_SHIFT))
 
 
 def zero_nibble_width(physical_type: int) -> int:

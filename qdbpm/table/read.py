@@ -12,9 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..errors import PmError
-from .decode import decode_chunks, read_partition  # noqa: F401  (their old home; Spark reads through it)
 from .ranges import DEFAULT_MAX_GAP
-from .read_schema import schema_element  # noqa: F401  (moved; still importable from here)
 from .table import Table, open_table
 
 

@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,6 +12,8 @@ import pytest
 
 import qdbpm
 from qdbpm.sync.generate import generate
+
+from support.table_files import duckdb_rows as duck
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DAY_US = 86_400_000_000
@@ -44,14 +45,6 @@ def table(tmp_path_factory):
         pq.write_table(t, files[-1], row_group_size=100, sorting_columns=[pq.SortingColumn(1)])
         generate(files[-1])
     return root, files
-
-
-def duck(files, sql):
-    con = duckdb.connect()
-    try:
-        return con.execute(sql.replace("FILES", f"read_parquet({files!r})")).fetchall()
-    finally:
-        con.close()
 
 
 WHERES = ["sym = 'S1' AND px > 101.5", "ts >= '2024-01-02T04:00:00' AND ts < '2024-01-02T16:00:00'",

@@ -1,9 +1,11 @@
 """Partitioned test tables: pyarrow-written day partitions, upload to an object store, and a
-filesystem wrapper that records every byte-range request (what a reader fetched)."""
+filesystem wrapper that records every byte-range request (what a reader fetched), and DuckDB's
+answer over the same files."""
 
 import decimal
 import os
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,3 +55,12 @@ def upload(fs, local_root, remote_root):
         for f in files:
             rel = os.path.relpath(os.path.join(d, f), local_root).replace(os.sep, "/")
             fs.put_file(os.path.join(d, f), f"{remote_root}/{rel}")
+
+
+def duckdb_rows(files, sql):
+    """DuckDB's answer to `sql`, whose FILES stands for read_parquet(files)."""
+    con = duckdb.connect()
+    try:
+        return con.execute(sql.replace("FILES", f"read_parquet({files!r})")).fetchall()
+    finally:
+        con.close()

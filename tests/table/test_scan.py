@@ -13,7 +13,6 @@ import os
 import random
 import threading
 
-import duckdb
 import fsspec
 import numpy as np
 import pyarrow as pa
@@ -26,6 +25,7 @@ from qdbpm.table.pipeline import THREAD_NAME
 from qdbpm.table.ranges import plan
 
 from support.table_files import CountingFS, upload
+from support.table_files import duckdb_rows as duck
 
 DAYS, ROWS, RG = 4, 750, 100  # the last row group of each partition holds 50 rows
 DAY_US = 86_400_000_000
@@ -62,14 +62,6 @@ def table_dir(tmp_path_factory):
         write_partition(files[-1], d)
         generate(files[-1])
     return root, files
-
-
-def duck(files, sql):
-    con = duckdb.connect()
-    try:
-        return con.execute(sql.replace("FILES", f"read_parquet({files!r})")).fetchall()
-    finally:
-        con.close()
 
 
 def iso(us):
