@@ -66,13 +66,13 @@ class Scan:
         self.columns = list(first.column_names) if columns is None else list(columns)
         # Per-partition setup only for partitions with survivors: column lookups and the
         # predicate's resolution once per schema group (its members share column names).
-        classes = table._group_classes(self.predicate)
+        classes = table.group_classes(self.predicate)
         if not footer:  # strict mode checks every partition, in partition order
             self._check_strict()
         found, self._full_rows = [], 0
         for g, maybe, always in classes:
             want, pred_cols = self._lookup(g)
-            idx = np.nonzero(maybe)[0]
+            idx = np.nonzero(maybe & (g.rows64 > 0))[0]  # a row group without rows is never read
             if not idx.size:
                 continue
             full = always[idx]
@@ -198,7 +198,7 @@ class Scan:
 
     def _check_strict(self):
         at = {}
-        for g in self.table._schema_groups():
+        for g in self.table.schema_groups():
             for j, i in enumerate(g.positions.tolist()):
                 at[i] = (g, j)
         for i in range(len(self.table.partitions)):
@@ -209,11 +209,11 @@ class Scan:
     def _part(self, name, pm, rgs, full, want, pred_cols):
         need = want + [c for c in pred_cols if c not in want]
         views = {} if self.footer else strict_views(pm, need, self.cast_to)
-        return _Part(name, pm, self.table._parquet_path(name), want, pred_cols, views, rgs, full)
+        return _Part(name, pm, self.table.parquet_path(name), want, pred_cols, views, rgs, full)
 
     def _first_part(self):
         """The first partition's share (no survivors): what `schema` falls back to."""
-        g = next(g for g in self.table._schema_groups() if g.positions[0] == 0)
+        g = next(g for g in self.table.schema_groups() if g.positions[0] == 0)
         name, pm = g.members[0]
         want, pred_cols = self._lookup(g)
         return self._part(name, pm, np.zeros(0, np.int64), np.zeros(0, bool), want, pred_cols)
@@ -283,18 +283,13 @@ class Scan:
 
     def _filter(self, schema):
         """to_arrow(predicate, schema), kept on the table (per scan for an unhashable literal)."""
-        key = (self.predicate, schema)
         try:
-            expr = self.table._filters.get(key)
-        except TypeError:
-            key, expr = schema, self._filters.get(schema)
-        if expr is None:
-            expr = to_arrow(self.predicate, schema)
-            cache = self.table._filters if isinstance(key, tuple) else self._filters
-            if len(cache) >= 256:
-                cache.clear()
-            cache[key] = expr
-        return expr
+            return self.table.arrow_filter(self.predicate, schema)
+        except TypeError:  # a literal that cannot be hashed: this scan's own cache
+            expr = self._filters.get(schema)
+            if expr is None:
+                expr = self._filters[schema] = to_arrow(self.predicate, schema)
+            return expr
 
     def _decode(self, unit, blobs) -> pa.Table:
         p = self._by_name[unit.partition]

@@ -18,6 +18,7 @@ from ..pm import layout as L
 from ..errors import PmError
 from ..meta import ParquetMeta, open as open_pm
 from ..prune.bind import bind
+from ..prune.arrow import to_arrow
 from ..prune.expr import parse
 from ..prune.rules import classify, evaluate
 from ..prune.stats import KIND_BIGDEC, KIND_BYTES, ColumnStats, Schema, chunk_stats, column_records
@@ -66,7 +67,7 @@ class _Group:
         self._num_rows = None
         self._rows64 = None
         self.scan_cache = {}  # Scan's per-group lookups: (columns, predicate) -> column indexes
-        self.positions = None  # members' indices in Table.partitions (set by Table._schema_groups)
+        self.positions = None  # members' indices in Table.partitions (set by Table.schema_groups)
 
     def survivor_rows(self, idx, k, rg) -> np.ndarray:
         """NUM_ROWS (uint64) of the row groups `idx` of the concatenation (sorted), which are row
@@ -169,14 +170,23 @@ class Table:
         return f"{d}/{L.PM_FILE_NAME}" if self.filesystem is not None else os.path.join(d, L.PM_FILE_NAME)
 
     def parquet_path(self, partition) -> str:
-        d = self._dir(partition)
-        return f"{d}/{L.PARQUET_FILE_NAME}" if self.filesystem is not None else os.path.join(d, L.PARQUET_FILE_NAME)
-
-    def _parquet_path(self, partition) -> str:
-        path = self._paths.get(partition)
+        path = self._paths.get(partition)  # computed once per partition: scans ask for it often
         if path is None:
-            path = self._paths[partition] = self.parquet_path(partition)
+            d = self._dir(partition)
+            path = f"{d}/{L.PARQUET_FILE_NAME}" if self.filesystem is not None else \
+                os.path.join(d, L.PARQUET_FILE_NAME)
+            self._paths[partition] = path
         return path
+
+    def arrow_filter(self, predicate, schema):
+        """to_arrow(predicate, schema), kept for the table's life (bounded); predicate hashable."""
+        key = (predicate, schema)
+        expr = self._filters.get(key)
+        if expr is None:
+            if len(self._filters) >= 256:
+                self._filters.clear()
+            expr = self._filters[key] = to_arrow(predicate, schema)
+        return expr
 
     def meta(self, partition):
         pm = self._metas.get(partition)
@@ -216,7 +226,7 @@ class Table:
             if p is not None:
                 self._metas[p] = ParquetMeta(path, data=data)
 
-    def _schema_groups(self):
+    def schema_groups(self):
         if self._groups is None:
             self._prefetch()
             by_schema, positions = {}, {}
@@ -236,7 +246,7 @@ class Table:
         """[(group, mask over the group's concatenated row groups)]."""
         if isinstance(predicate, str):
             predicate = parse(predicate)
-        return [(g, evaluate(bind(predicate, g.schema), g.n, g.stats, g.blooms)) for g in self._schema_groups()]
+        return [(g, evaluate(bind(predicate, g.schema), g.n, g.stats, g.blooms)) for g in self.schema_groups()]
 
     def prune_masks(self, predicate) -> dict:
         """partition -> bool mask over its row groups."""
@@ -252,24 +262,24 @@ class Table:
         if isinstance(predicate, str):
             predicate = parse(predicate)
         out = {}
-        for g in self._schema_groups():
-            maybe, always = classify(bind(predicate, g.schema), g.n, g.stats, g.blooms)
-            for k, (p, pm) in enumerate(g.members):
+        for g, maybe, always in self.group_classes(predicate):
+            for k, (p, _) in enumerate(g.members):
                 s, e = g.starts[k], g.starts[k + 1]
-                out[p] = (maybe[s:e], always[s:e] & (np.asarray(pm.num_rows) > 0))
+                out[p] = (maybe[s:e], always[s:e])
         return out
 
-    def _group_classes(self, predicate):
-        """[(group, maybe, always)] over each group's concatenated row groups, both cleared where
-        a row group has no rows (predicate None: every row group with rows, both)."""
+    def group_classes(self, predicate):
+        """[(schema group, maybe, always)] over each group's concatenated row groups, one
+        vectorised classify per group; `always` is cleared where a row group has no rows
+        (predicate None: maybe and always are "has rows")."""
         out = []
-        for g in self._schema_groups():
+        for g in self.schema_groups():
             rows = g.rows64 > 0
             if predicate is None:
                 out.append((g, rows, rows))
                 continue
             maybe, always = classify(bind(predicate, g.schema), g.n, g.stats, g.blooms)
-            out.append((g, maybe & rows, np.asarray(always, bool) & rows))
+            out.append((g, maybe, np.asarray(always, bool) & rows))
         return out
 
     def prune(self, predicate):

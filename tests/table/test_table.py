@@ -79,7 +79,7 @@ def test_table_groups_partitions_by_schema(tmp_path):
     make_table(str(tmp_path), extra_schema=True)
     with open_table(str(tmp_path)) as table:
         masks = table.prune_masks(col("px") < 10)
-        assert len(table._schema_groups()) == 2
+        assert len(table.schema_groups()) == 2
         assert masks["2024-01-01"].tolist() == [True, False, False, False]
         assert not any(masks[p].any() for p in table.partitions[1:])
         with pytest.raises(qdbpm.PmError, match="no column 'extra'"):
