@@ -2,8 +2,9 @@
 
     python benchmarks/compare_cold.py [--days 30]
 
-Starts SeaweedFS on loopback (tests/support/s3_server.py), uploads a trades table, and counts every GET
-the S3 client sends (requests and bytes, from botocore's own events) for each reader.
+Starts SeaweedFS on loopback (tests/support/s3_server.py), uploads a trades table, and counts every
+request each reader sends (GET, HEAD, LIST, and the object bytes) on the wire, through a loopback
+proxy in front of the server (tests/support/s3_proxy.py).
 """
 
 import argparse
@@ -24,7 +25,8 @@ import qdbpm  # noqa: E402
 from qdbpm.cli.demo import build_trades  # noqa: E402
 from qdbpm.prune.arrow import to_arrow  # noqa: E402
 from qdbpm.sync.generate import generate  # noqa: E402
-from support.s3_server import Counter, SeaweedS3, counted_fs  # noqa: E402
+from support.s3_proxy import S3Proxy  # noqa: E402
+from support.s3_server import SeaweedS3  # noqa: E402
 
 QUERY = "ts BETWEEN '2024-01-15T10:00:00Z' AND '2024-01-15T13:59:59Z' AND sym = 'NVDA'"
 
@@ -40,7 +42,7 @@ def main():
     for p in paths:
         generate(p)
     os.makedirs(os.path.join(work, "weed"))
-    with SeaweedS3(root=os.path.join(work, "weed")) as server:
+    with SeaweedS3(root=os.path.join(work, "weed")) as server, S3Proxy(server.endpoint_url) as proxy:
         fs = server.filesystem()
         bucket = server.make_bucket("bench")
         for d, _, files in os.walk(local):
@@ -53,8 +55,8 @@ def main():
         for name in ("qdbpm.read_table", "pyarrow.dataset"):
             times, counts = [], None
             for _ in range(args.repeat):
-                c = Counter()
-                cfs = counted_fs(server, c)
+                proxy.reset()
+                cfs = proxy.filesystem(server)
                 t0 = time.perf_counter()
                 if name == "qdbpm.read_table":
                     out = qdbpm.read_table(f"s3://{bucket}/t", columns=["ts", "sym", "price", "qty"], where=pred,
@@ -64,12 +66,12 @@ def main():
                     ds = pads.dataset(f"{bucket}/t", filesystem=handler, format="parquet")
                     out = ds.to_table(columns=["ts", "sym", "price", "qty"], filter=to_arrow(pred, ds.schema))
                 times.append(time.perf_counter() - t0)
-                counts = (c.requests, c.bytes)
+                counts = (proxy.requests_total(), proxy.bytes_out)
                 rows[name] = out.num_rows
             results[name] = (statistics.median(times), *counts)
     total = sum(os.path.getsize(p) for p in paths)
     print(f"table: {len(paths)} partitions, {total / 1e6:.1f} MB; query: {QUERY}")
-    print(f"{'reader':<20}{'rows':>7}{'GET requests':>14}{'bytes fetched':>15}{'median wall':>13}")
+    print(f"{'reader':<20}{'rows':>7}{'requests':>14}{'bytes fetched':>15}{'median wall':>13}")
     for name, (t, n, b) in results.items():
         print(f"{name:<20}{rows[name]:>7}{n:>14}{b:>15,}{t * 1e3:>11.1f}ms")
     (tq, nq, bq), (tp, np_, bp) = results["qdbpm.read_table"], results["pyarrow.dataset"]

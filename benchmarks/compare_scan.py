@@ -10,8 +10,10 @@ and a broad one (a price band every row group may hold). Readers:
 
   S3     qdbpm (Table.scan(...).to_table() when Table has scan, else read_table) vs
          pyarrow.dataset over the same s3fs filesystem (FSSpecHandler) with the same filter, and
-         qdbpm's decision handed to pyarrow (to_dataset + Dataset.to_table with the filter). GET
-         requests and bytes are counted from botocore's own events; wall is the median of
+         qdbpm's decision handed to pyarrow (to_dataset + Dataset.to_table with the filter).
+         Requests (GET, HEAD, LIST) and object bytes are counted on the wire by a loopback proxy
+         in front of the server (tests/support/s3_proxy.py) in one run of each reader, whatever
+         its S3 client; wall is timed straight to the server, the median of
          --repeat runs, each from a fresh filesystem and table (nothing cached between runs).
   local  the same query, qdbpm vs DuckDB's read_parquet over the files (threads=1 and default),
          and DuckDB over to_dataset.
@@ -42,7 +44,8 @@ from qdbpm.cli.demo import build_trades  # noqa: E402
 from qdbpm.prune.arrow import to_arrow  # noqa: E402
 from qdbpm.sync.generate import generate  # noqa: E402
 from qdbpm.table.dataset import to_dataset  # noqa: E402
-from support.s3_server import Counter, SeaweedS3, counted_fs  # noqa: E402
+from support.s3_proxy import S3Proxy  # noqa: E402
+from support.s3_server import SeaweedS3  # noqa: E402
 
 COLUMNS = ["ts", "sym", "price", "qty"]
 QUERIES = {
@@ -77,19 +80,15 @@ def timed(fn, repeat):
     return statistics.median(times), out
 
 
-def s3_rows(server, remote, sql, repeat):
+def s3_rows(server, proxy, remote, sql, repeat):
     rows = {}
     for name, fn in (("qdbpm", qdbpm_read), ("pyarrow.dataset", pyarrow_read), ("to_dataset+pyarrow", handoff_read)):
-        counts = []
-
-        def run():
-            c = Counter()
-            out = fn(remote, counted_fs(server, c), sql)
-            counts.append((c.requests, c.bytes))
-            return out
-
-        wall, out = timed(run, repeat)
-        rows[name] = (out.num_rows, *counts[-1], wall)
+        proxy.reset()
+        fn(remote, proxy.filesystem(server), sql)  # counted on the wire, once
+        counts = (proxy.requests_total(), proxy.bytes_out)
+        # timed straight to the server: the proxy's own per-request cost stays out of the wall
+        wall, out = timed(lambda: fn(remote, server.filesystem(), sql), repeat)
+        rows[name] = (out.num_rows, *counts, wall)
     return rows
 
 
@@ -158,7 +157,7 @@ def main():
     os.makedirs(os.path.join(work, "weed"))
     goals = []
     print(f"qdbpm reader: Table.scan().to_table(); repeat={repeat}")
-    with SeaweedS3(root=os.path.join(work, "weed")) as server:
+    with SeaweedS3(root=os.path.join(work, "weed")) as server, S3Proxy(server.endpoint_url) as proxy:
         bucket = server.make_bucket("bench")
         for days in [int(x) for x in args.partitions.split(",")]:
             t0 = time.perf_counter()
@@ -170,12 +169,12 @@ def main():
                   f"{time.perf_counter() - t0:.0f} s)")
             for qname, sql in QUERIES.items():
                 print(f"-- {qname}: {sql}")
-                s3 = s3_rows(server, f"s3://{remote}", sql, repeat)
-                print(f"  {'S3 reader':<22}{'rows':>9}{'GETs':>7}{'bytes':>14}{'wall':>11}")
+                s3 = s3_rows(server, proxy, f"s3://{remote}", sql, repeat)
+                print(f"  {'S3 reader':<22}{'rows':>9}{'reqs':>7}{'bytes':>14}{'wall':>11}")
                 for name, (n, req, nbytes, wall) in s3.items():
                     print(f"  {name:<22}{n:>9}{req:>7}{nbytes:>14,}{wall * 1e3:>9.0f}ms")
                 (_, rq, bq, tq), (_, rp, bp, tp) = s3["qdbpm"], s3["pyarrow.dataset"]
-                print(f"  pyarrow.dataset / qdbpm: GETs {rp / max(rq, 1):.1f}x, bytes {bp / max(bq, 1):.1f}x, "
+                print(f"  pyarrow.dataset / qdbpm: requests {rp / max(rq, 1):.1f}x, bytes {bp / max(bq, 1):.1f}x, "
                       f"wall {tp / tq:.1f}x")
                 if days == 300 and qname == "selective":
                     goals.append(("300-partition selective: bytes vs pyarrow.dataset on S3", bp / max(bq, 1), 10))

@@ -35,7 +35,7 @@ def golden(name):
     return read_bytes(os.path.join(GOLDEN, name))
 
 
-from support.fixtures_infra import s3_bucket, s3_server, spark  # noqa: E402,F401  (real SeaweedFS and Spark)
+from support.fixtures_infra import s3_bucket, s3_proxy, s3_server, spark  # noqa: E402,F401  (real SeaweedFS and Spark)
 
 
 # --- skip policy --------------------------------------------------------------------------------

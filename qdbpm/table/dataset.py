@@ -240,7 +240,7 @@ def to_dataset(table, survivors, *, schema=None) -> pads.FileSystemDataset:
         # its I/O threads to release (one released during interpreter exit aborts the process).
         fs = pafs.LocalFileSystem()
     else:
-        fs = pafs.PyFileSystem(PinnedFileSystem(table.filesystem, sizes))
+        fs = pafs.PyFileSystem(PinnedFileSystem(table.io, sizes))
     hive = None
     if getattr(table, "partitioning", "hive") == "hive":
         # a key named like a column of the files (`ts=2024-01-01` over `ts`) is no partition field

@@ -106,6 +106,32 @@ def decode_partition(pm, rgs, cols, blobs, all_null=(), schemas=None, views=None
     return out.select(names)
 
 
+# Arrow bytes per value of each Parquet physical type once decoded (BOOLEAN: a bit, rounded up; INT96
+# becomes timestamp[ns]; BYTE_ARRAY: its int32 offset, its data estimated from the compressed size).
+_DECODED_WIDTH = {L.PT_BOOLEAN: 1, L.PT_INT32: 4, L.PT_INT64: 8, L.PT_INT96: 8, L.PT_FLOAT: 4, L.PT_DOUBLE: 8,
+                  L.PT_BYTE_ARRAY: 4}
+_BYTE_ARRAY_EXPANSION = 4  # decoded data per compressed byte of a string chunk: a typical codec ratio
+
+
+def decoded_bytes(pm, rgs, cols) -> np.ndarray:
+    """An estimate of the Arrow bytes each row group in `rgs` takes once columns `cols` are decoded
+    (`_pm` keeps no uncompressed size): values x width plus a validity bit, strings by their
+    compressed size x a typical ratio. What the scan's memory budget charges for decoding."""
+    if not len(rgs) or not len(cols):
+        return np.zeros(len(rgs), np.int64)
+    ch = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))]
+    meta = pm.columns[np.asarray(cols, np.int64)]
+    ptype = meta["physical_type"].astype(np.int64)
+    width = np.array([max(int(f), 16) if t == L.PT_FIXED_LEN_BYTE_ARRAY else _DECODED_WIDTH.get(int(t), 16)
+                      for t, f in zip(ptype, meta["fixed_byte_len"])], np.int64)  # FLBA: decimal128 at least
+    n = ch["num_values"].astype(np.int64)
+    est = n * width[None, :] + n // 8 + 64
+    strings = ptype == L.PT_BYTE_ARRAY
+    if strings.any():
+        est += np.where(strings[None, :], ch["total_compressed"].astype(np.int64) * _BYTE_ARRAY_EXPANSION, 0)
+    return est.sum(axis=1)
+
+
 def read_partition(pm, fs, parquet_path, rgs, cols, max_gap=DEFAULT_MAX_GAP, schemas=None, views=None):
     """Row groups `rgs` (non-empty, ascending) of one partition, columns `cols` (indexes): plan,
     fetch and decode in one call; an Arrow table in row-group order, or None for no row group."""

@@ -1,8 +1,10 @@
 """Fetch ahead under a byte budget: the units of a scan, in order, their ranges requested
 concurrently while the consumer decodes earlier ones.
 
-The consumer drives it. Each time it asks for the next unit, the previous one is released and
-as many further units are admitted as fit in the budget (one unit alone when nothing else is
+The consumer drives it. A unit is charged its fetched bytes plus its estimated decoded size,
+from admission until the consumer asks for the next unit: fetched-ahead bytes and the rows being
+decoded and handed out share one budget. Each time the consumer asks, the previous unit is
+released and as many further units are admitted as fit in the budget (one unit alone when nothing else is
 held, however large); their ranges go to at most `workers` fetch threads. A thread exits as soon
 as the queue is empty, so a consumer that stops asking (a reader closed early) admits nothing
 more and leaves no thread behind once the admitted requests are answered.
@@ -32,10 +34,11 @@ class Unit:
     columns: list  # _pm column indexes decoded
     full: bool  # every row matches: no row filter
     plan: object  # ranges.Plan
-    size: int = field(init=False)  # bytes fetched: the coalesced ranges' lengths
+    decoded: int = 0  # estimated Arrow bytes of the decoded rows
+    size: int = field(init=False)  # what the budget charges: bytes fetched plus decoded
 
     def __post_init__(self):
-        self.size = self.plan.fetch_bytes
+        self.size = self.plan.fetch_bytes + self.decoded
 
 
 class Fetcher:
@@ -97,9 +100,10 @@ class Inline:
 def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=False):
     """Yield (unit, {(row_group, column): chunk bytes}) for each unit, in order.
 
-    A unit's bytes count against `budget` from its admission until the consumer asks for the
-    next unit. `observer(event, nbytes)`, when given, sees "admit" and "release" (a unit's size,
-    consumer thread) and "fetched" (one range's bytes as they arrive, a fetch thread; with
+    A unit's size (fetched plus decoded bytes) counts against `budget` from its admission until
+    the consumer asks for the next unit. `observer(event, nbytes)`, when given, sees "admit" and
+    "release" (a unit's size, consumer thread), "decoded" (right after "admit": the part of that
+    size charged for decoding) and "fetched" (one range's bytes as they arrive, a fetch thread; with
     `inline`, every range is fetched in the consumer's thread as its unit is admitted)."""
     note = observer or (lambda event, n: None)
     fetcher = Inline() if inline else Fetcher(workers)
@@ -117,6 +121,7 @@ def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=
             while nxt is not None and (held == 0 or held + nxt.size <= budget):
                 held += nxt.size
                 note("admit", nxt.size)
+                note("decoded", nxt.decoded)
                 pending.append((nxt, [fetcher.submit(_fetch, fs, nxt.path, r, note) for r in nxt.plan.ranges]))
                 nxt = next(todo, None)
             if not pending:

@@ -18,12 +18,12 @@ import pyarrow as pa
 from ..errors import PmError
 from ..prune.arrow import to_arrow
 from ..prune.expr import parse
-from .decode import decode_chunks, decode_partition, filter_rows, filterable, strict_views
+from .decode import decode_chunks, decode_partition, decoded_bytes, filter_rows, filterable, strict_views
 from .pipeline import DEFAULT_WORKERS, Unit, stream
 from .ranges import DEFAULT_MAX_GAP, all_null_mask, plan
 
-DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes fetched and not yet yielded, per stream
-MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's planned bytes (also at most budget / 4)
+DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes fetched or decoded and not yet yielded, per stream
+MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's fetched + decoded bytes (also at most budget / 4)
 INLINE_RANGES = 16  # count(): at most this many ranges of a local table are read inline ...
 INLINE_BYTES = 4 * 1024 * 1024  # ... totalling at most this many bytes
 
@@ -45,8 +45,9 @@ class Scan:
     """What a query needs of a table, and its rows. Use `Table.scan`.
 
     `observer`, when set to a callable `(event, nbytes)`, sees the fetch pipeline: "plan" (the
-    bytes a stream will fetch), "admit" and "release" (a unit's bytes entering and leaving the
-    budget) and "fetched" (one range's bytes as they arrive, called from a fetch thread)."""
+    bytes a stream will charge), "admit" and "release" (a unit's bytes, fetched plus estimated
+    decoded, entering and leaving the budget), "decoded" (after "admit": the decoded part) and
+    "fetched" (one range's bytes as they arrive, called from a fetch thread)."""
 
     def __init__(self, table, where=None, columns=None, *, batch_rows=None, footer=True,
                  max_gap=DEFAULT_MAX_GAP, memory_budget=DEFAULT_MEMORY_BUDGET, schema=None):
@@ -238,15 +239,18 @@ class Scan:
             return []
         cap = max(1, min(self.memory_budget // 4, MAX_UNIT_BYTES))
         sub = p.pm.chunks[np.ix_(p.rgs[idx], cols)] if cols else None
-        est = np.zeros(idx.size, np.int64) if sub is None else \
+        fetched = np.zeros(idx.size, np.int64) if sub is None else \
             np.where(all_null_mask(sub), 0, sub["total_compressed"].astype(np.int64)).sum(axis=1)
+        decoded = decoded_bytes(p.pm, p.rgs[idx], cols)
+        est = fetched + decoded
         avoid = p.extra if full else []
         out, start, acc = [], 0, 0
         for i in range(idx.size + 1):
             if i == idx.size or (i > start and (idx[i] != idx[i - 1] + 1 or acc + int(est[i]) > cap)):
                 rgs = [int(r) for r in p.rgs[idx[start:i]]]
                 out.append(Unit(p.name, p.pm, p.path, rgs, list(cols), full,
-                                plan(p.pm, rgs, cols, max_gap=self.max_gap, avoid=avoid)))
+                                plan(p.pm, rgs, cols, max_gap=self.max_gap, avoid=avoid),
+                                int(decoded[start:i].sum())))
                 start, acc = i, 0
             if i < idx.size:
                 acc += int(est[i])
@@ -299,7 +303,14 @@ class Scan:
 
     def _batches(self):
         target = self.schema
+        pool, freed = pa.default_memory_pool(), 0
         for unit, blobs in self._stream(self._units_for_read()):
+            # Arrow's allocator keeps freed pages for reuse; handing them back once per half
+            # budget streamed keeps RSS near the budget on long scans, at one call per ~budget/2.
+            freed += unit.size
+            if freed > self.memory_budget // 2:
+                pool.release_unused()
+                freed = 0
             t = self._decode(unit, blobs)
             del blobs
             t = t.select(self.columns)

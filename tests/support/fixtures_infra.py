@@ -67,6 +67,16 @@ def s3_bucket(s3_server):
     return s3_server.make_bucket("t-" + uuid.uuid4().hex[:20])
 
 
+@pytest.fixture
+def s3_proxy(s3_server):
+    """A loopback proxy in front of ``s3_server`` counting requests and injecting faults; see
+    :class:`support.s3_proxy.S3Proxy`."""
+    from support.s3_proxy import S3Proxy
+
+    with S3Proxy(s3_server.endpoint_url) as proxy:
+        yield proxy
+
+
 @pytest.fixture(scope="session")
 def spark():
     """A local[2] SparkSession; see :func:`support.spark_session.make_spark`."""

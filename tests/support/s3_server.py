@@ -402,23 +402,3 @@ if __name__ == "__main__":  # manual check: python tests/support/s3_server.py
         print("wrong secret GET /:", s3.request("GET", "/", secret="nope")[0])
         t2 = time.monotonic()
     print("stopped in %.2fs" % (time.monotonic() - t2))
-
-
-class Counter:
-    """GetObject requests and bytes an s3fs filesystem made (botocore's after-call event)."""
-
-    def __init__(self):
-        self.requests = self.bytes = 0
-
-    def hook(self, http_response=None, parsed=None, model=None, **kw):
-        if model is not None and model.name == "GetObject":
-            self.requests += 1
-            self.bytes += int((parsed or {}).get("ContentLength", 0) or 0)
-
-
-def counted_fs(server, counter):
-    """server.filesystem() with every GetObject counted into `counter`."""
-    fs = server.filesystem()
-    fs.connect() if hasattr(fs, "connect") else None
-    fs.s3.meta.events.register("after-call.s3.GetObject", counter.hook)
-    return fs

@@ -21,6 +21,7 @@ import pytest
 
 import qdbpm
 from qdbpm.sync.generate import generate
+from qdbpm.table.decode import decoded_bytes
 from qdbpm.table.pipeline import THREAD_NAME
 from qdbpm.table.ranges import plan
 
@@ -246,7 +247,11 @@ def test_pipeline_never_holds_more_than_the_budget(table_dir):
         per_rg = {}
         for r in table.scan(None, ["px", "qty"]).byte_ranges().to_pylist():
             per_rg.setdefault((r["partition"], r["row_group"]), set()).add((r["offset"], r["length"]))
-        one_rg = max(sum(n for _, n in ranges) for ranges in per_rg.values())  # a row group's bytes
+        decoded = {(name, rg): int(decoded_bytes(table.meta(name), [rg], [table.meta(name).column_index(c)
+                                                                         for c in ("px", "qty")])[0])
+                   for name, rg in per_rg}
+        # a row group's charge: its fetched bytes plus its decoded estimate
+        one_rg = max(sum(n for _, n in ranges) + decoded[k] for k, ranges in per_rg.items())
         for budget in [3 * one_rg, 1]:  # several row groups ahead; then every unit alone
             scan = table.scan(None, ["px", "qty"], memory_budget=budget, batch_rows=50)
             events = []
@@ -255,12 +260,19 @@ def test_pipeline_never_holds_more_than_the_budget(table_dir):
             assert rows_of(got) == duck(files, "SELECT px, qty FROM FILES ORDER BY rid")
             held = arrived = units = peak = 0
             ahead = None  # units admitted before the first one is released
+            admitted = []  # [charged, decoded] per unit held, in admission (= release) order
             for e, n in events[1:]:
                 if e == "admit":
                     held, units = held + n, units + 1
+                    admitted.append([n, None])
+                elif e == "decoded":
+                    assert admitted[-1][1] is None and 0 < n < admitted[-1][0]  # rows cost memory too
+                    admitted[-1][1] = n
                 elif e == "release":
                     ahead = units if ahead is None else ahead
-                    held, units, arrived = held - n, units - 1, arrived - n
+                    charged, decoded = admitted.pop(0)
+                    assert charged == n
+                    held, units, arrived = held - n, units - 1, arrived - (n - decoded)
                 else:
                     assert e == "fetched"
                     arrived += n
@@ -394,3 +406,17 @@ def test_to_dataset_hands_over_the_survivors(table_dir):
         got = {(os.path.basename(os.path.dirname(f.path)), g.id) for f in ds.get_fragments() for g in f.row_groups}
         assert got == set(zip(rgs["partition"].to_pylist(), rgs["row_group"].to_pylist()))
         assert ds.to_table(columns=["px"]).num_rows == sum(rgs["num_rows"].to_pylist())
+
+
+def test_decoded_estimate_tracks_what_pyarrow_decodes(table_dir):
+    """The budget charges decoded_bytes for decoding: per row group and column it stays within a
+    small factor of the Arrow bytes pyarrow actually produces (ints, doubles, bools, strings)."""
+    root, files = table_dir
+    with qdbpm.open_table(root) as table:
+        for name, path in zip(table.partitions, files):
+            pm, pf = table.meta(name), pq.ParquetFile(path)
+            for c, col in enumerate(pm.column_names):
+                est = decoded_bytes(pm, range(pm.row_group_count), [c])
+                for rg in range(pm.row_group_count):
+                    real = pf.read_row_group(rg, columns=[col]).nbytes
+                    assert real / 2 <= est[rg] <= 4 * real + 256, (name, col, rg, est[rg], real)
