@@ -18,7 +18,7 @@ from .errors import PredicateError, StorageError
 from .pm import layout as L
 from .pm.reader import PmFile
 from .prune.bind import bind
-from .prune.expr import parse
+from .prune.filters import as_predicate
 from .prune.rules import classify as classify_bound, evaluate
 from .prune.stats import KIND_ANYSIGN, KIND_INT, KIND_UINT, Schema, column_stats
 from .prune.timestamp import timestamp_find, timestamp_range
@@ -106,8 +106,7 @@ class ParquetMeta(PmFile):
 
     def prune(self, predicate, *, parquet_file=None) -> np.ndarray:
         """Bool mask (row_group_count,): True where a row group may hold matching rows."""
-        if isinstance(predicate, str):
-            predicate = parse(predicate)
+        predicate = as_predicate(predicate)
         bound = bind(predicate, self.schema)
         return evaluate(bound, self.row_group_count, self.column_stats,
                         lambda c: self.bloom_index(c, parquet_file))
@@ -116,8 +115,7 @@ class ParquetMeta(PmFile):
         """(maybe, always), bool masks (row_group_count,): `maybe` is `prune`'s mask; `always` (a
         subset) is True where the stats prove every row makes the predicate TRUE, so the row
         group matches whole. A row group without rows is never ALWAYS."""
-        if isinstance(predicate, str):
-            predicate = parse(predicate)
+        predicate = as_predicate(predicate)
         bound = bind(predicate, self.schema)
         maybe, always = classify_bound(bound, self.row_group_count, self.column_stats,
                                        lambda c: self.bloom_index(c, parquet_file))

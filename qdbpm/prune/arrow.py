@@ -7,6 +7,7 @@ one against a representable value, so results match the semantics in `expr`'s do
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import uuid
 
@@ -15,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import expr as E
+from . import residual as R
 from .literals import ALWAYS, NEVER, Domain, bad_literal, int_bound, literal, not_boolean, out_of_range
 from .names import Names
 from ..errors import PredicateError
@@ -167,6 +169,9 @@ def to_arrow(e: E.Expr, schema: pa.Schema) -> pc.Expression:
         return ~to_arrow(e.child, schema)
     if isinstance(e, E.Literal):
         return pc.scalar(bool(e.value))
+    if isinstance(e, R.Residual):
+        R.check(e, lambda name, exact: value_type(_field_ref(name, schema, exact)[1]), lambda x: to_arrow(x, schema))
+        return _residual(e, schema)
     if isinstance(e, E.IsNull):
         return pc.is_null(_field_ref(e.column, schema, e.exact)[0], nan_is_null=False)
     if isinstance(e, E.IsNotNull):
@@ -216,3 +221,260 @@ def filter_table(table: pa.Table, e: E.Expr) -> pa.Table:
     if e is None:
         return table
     return table.filter(to_arrow(e, table.schema))
+
+
+# --- residuals (prune.residual): SQL values and conditions, Kleene logic -------------------------
+
+
+def value_type(t) -> str:
+    """An Arrow type in residual.check's terms."""
+    t = _plain_type(t)
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_floating(t):
+        return "float"
+    if pa.types.is_decimal(t):
+        return "decimal"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "str"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "bytes"
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    return "other"
+
+
+def _plain_type(t):
+    if isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _residual(e, schema) -> pc.Expression:
+    if isinstance(e, R.Negated):
+        return ~_residual(e.child, schema)
+    if isinstance(e, R.Compare):
+        a, b = _pair(e.left, e.right, schema)
+        return _apply(a, e.op, b)
+    if isinstance(e, R.Distinct):
+        a, b = _pair(e.left, e.right, schema)
+        va, vb = pc.is_valid(a), pc.is_valid(b)
+        return pc.if_else(va & vb, a != b, pc.xor(va, vb))  # never null; NaN != NaN as with !=
+    if isinstance(e, R.InList):
+        vals = [v for v in e.values if v is not None]
+        x = _value(e.arg, schema)
+        out = pc.scalar(False)
+        for v in vals:
+            a, b = _pair(e.arg, R.Const(v), schema)
+            out = out | (a == b)
+        out = pc.if_else(pc.is_valid(x[0]), out, pa.scalar(False))  # never null, as expr.In
+        return out | pc.is_null(x[0], nan_is_null=False) if len(vals) != len(e.values) else out
+    if isinstance(e, R.IsNullOf):
+        return pc.is_null(_value(e.arg, schema)[0], nan_is_null=False)
+    if isinstance(e, R.Truth):
+        return _value(e.arg, schema)[0]
+    if isinstance(e, R.Like):
+        x = _string(_value(e.arg, schema))
+        return pc.match_like(x, pattern=R.arrow_like_pattern(e.pattern, e.escape), ignore_case=e.ignore_case)
+    if isinstance(e, R.StartsWith):
+        return pc.starts_with(_string(_value(e.arg, schema)), pattern=e.prefix)
+    raise PredicateError(f"not a predicate: {e!r}")
+
+
+def _string(v):
+    return v[0] if v[2] is None or not pa.types.is_string_view(v[2]) else v[0].cast(pa.string())
+
+
+def _value(v, schema, want=None):
+    """(expression, residual type, Arrow type or None where pyarrow's own promotion decides) of
+    value v; a literal takes the type `want` (a (type, Arrow type) pair) when given."""
+    if isinstance(v, R.Ref):
+        ref, t = _field_ref(v.column, schema, v.exact)
+        if isinstance(t, pa.BaseExtensionType):
+            ref, t = ref.cast(t.storage_type), t.storage_type
+        if pa.types.is_dictionary(t):
+            ref, t = ref.cast(t.value_type), t.value_type
+        return ref, value_type(t), t
+    if isinstance(v, R.Const):
+        return _const(v.value, want)
+    if isinstance(v, R.Arith):
+        a, b = _value(v.left, schema), _value(v.right, schema)
+        if a[1] == "null" or b[1] == "null":
+            a, b = _pair(v.left, v.right, schema)
+            a, b = (a, None, None), (b, None, None)
+        if v.op == "/" or "float" in (a[1], b[1]):
+            x, y = a[0].cast(pa.float64()), b[0].cast(pa.float64())
+            if v.op == "/":
+                return pc.divide(x, y), "float", pa.float64()
+            out, t = x, "float"
+        elif a[1] == "int" and b[1] == "int":
+            x, y, t = a[0].cast(pa.int64()), b[0].cast(pa.int64()), "int"
+        else:  # pyarrow scales decimals as SQL does; an integer joins as DECIMAL(19, 0)
+            x, y, t = _as_decimal(a), _as_decimal(b), "decimal"
+        fn = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}[v.op]
+        return fn(x, y), t, {"int": pa.int64(), "float": pa.float64()}.get(t)
+    if isinstance(v, R.Neg):
+        x = _value(v.arg, schema)
+        return pc.negate_checked(x[0]), x[1], x[2]
+    if isinstance(v, R.Func):
+        return _func(v, schema)
+    if isinstance(v, R.Cast):
+        return _cast(v, schema)
+    if isinstance(v, R.Condition):
+        return to_arrow(v.cond, schema), "bool", pa.bool_()
+    if isinstance(v, R.Case):
+        vals = [w[1] for w in v.whens] + [v.default]
+        exprs, t, at = _common(vals, schema)
+        out = exprs[-1]
+        for (cond, _), x in reversed(list(zip(v.whens, exprs[:-1]))):
+            out = pc.if_else(pc.coalesce(to_arrow(cond, schema), pa.scalar(False)), x, out)  # null: not taken
+        return out, t, at
+    raise PredicateError(f"not a value: {v!r}")
+
+
+def _const(value, want=None):
+    t, at = want if want is not None else (R.const_type(value), None)
+    if value is None:
+        return pc.scalar(pa.scalar(None, at or pa.null())), "null", at
+    if isinstance(value, str) and t in R.TEMPORAL:
+        value = R.parse_temporal(value, t)
+    if t == "float":
+        return pc.scalar(float(value)), t, pa.float64()
+    if isinstance(value, bool) or t == "str":
+        return pc.scalar(value), R.const_type(value), None
+    if isinstance(value, int) and t == "int":
+        return pc.scalar(pa.scalar(value, pa.int64())), t, pa.int64()
+    if isinstance(value, (int, decimal.Decimal)):
+        return pc.scalar(pa.scalar(decimal.Decimal(value))), "decimal", None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            s = pa.scalar(value.astimezone(dt.timezone.utc).replace(tzinfo=None), pa.timestamp("us")).cast(
+                pa.timestamp("us", "UTC"))
+        else:
+            s = pa.scalar(value, pa.timestamp("us"))
+    elif isinstance(value, dt.date):
+        s = pa.scalar(value, pa.date32())
+    else:
+        return pc.scalar(value), R.const_type(value), None
+    if at is not None and at != s.type:
+        s = _temporal_cast(s, at)
+    return pc.scalar(s), R.const_type(value) if at is None else t, s.type
+
+
+def _temporal_cast(x, at):
+    """A DATE / TIMESTAMP (scalar or expression) as Arrow type `at` (naive taken as UTC)."""
+    if pa.types.is_timestamp(at) and isinstance(x, pa.Scalar) and pa.types.is_timestamp(x.type) \
+            and x.type.tz is None and at.tz is not None:
+        return x.cast(pa.timestamp(x.type.unit, "UTC")).cast(at)
+    return x.cast(at)
+
+
+def _finer(a, b):
+    """The Arrow type two DATE / TIMESTAMP types compare in: the finer unit, a zone if either has one."""
+    if pa.types.is_date(a) and pa.types.is_date(b):
+        return pa.date32()
+    units = ["s", "ms", "us", "ns"]
+    ua = a.unit if pa.types.is_timestamp(a) else "s"
+    ub = b.unit if pa.types.is_timestamp(b) else "s"
+    tz = next((t.tz for t in (a, b) if pa.types.is_timestamp(t) and t.tz is not None), None)
+    return pa.timestamp(max(ua, ub, key=units.index), tz)
+
+
+def _pair(left, right, schema):
+    exprs, _, _ = _common([left, right], schema)
+    return exprs
+
+
+def _common(values, schema):
+    """Expressions of `values` cast to one type (as residual.check unified them), with it."""
+    typed = [None if isinstance(v, R.Const) else _value(v, schema) for v in values]
+    known = [x for x in typed if x is not None and x[1] != "null"]
+    t = "null"
+    for x in known:
+        t = R.unify(t, x[1], values)
+    for v in values:
+        if isinstance(v, R.Const) and not (isinstance(v.value, str) and t in R.TEMPORAL):
+            t = R.unify(t, R.const_type(v.value), values)
+    at = None
+    if t in R.TEMPORAL:
+        for x in known:
+            at = x[2] if at is None else _finer(at, x[2])
+        for v in values:
+            if isinstance(v, R.Const) and v.value is not None:
+                c = _const(v.value, (t, None))
+                at = c[2] if at is None else _finer(at, c[2])
+    elif t == "int":
+        at = pa.int64()
+    elif t == "float":
+        at = pa.float64()
+    elif t == "str" and any(x[2] is not None and not pa.types.is_string(x[2]) for x in known):
+        at = pa.large_string()
+    out = []
+    for v, x in zip(values, typed):
+        if x is not None and t == "decimal":
+            out.append(_as_decimal(x))
+        elif x is None:
+            out.append(_const(v.value, (t, at))[0])
+        elif at is not None and x[2] != at:
+            out.append(x[0].cast(at) if not (t in R.TEMPORAL and x[2] is not None and pa.types.is_timestamp(x[2])
+                                              and x[2].tz is None and at.tz is not None)
+                       else x[0].cast(pa.timestamp(x[2].unit, "UTC")).cast(at))
+        else:
+            out.append(x[0])
+    return out, t, at
+
+
+def _as_decimal(x):
+    return x[0].cast(pa.decimal128(19, 0)) if x[1] == "int" else x[0]
+
+
+def _func(f, schema):
+    name = f.name
+    if name == "coalesce":
+        exprs, t, at = _common(list(f.args), schema)
+        return pc.coalesce(*exprs), t, at
+    if name == "date_trunc":
+        x = _value(f.args[1], schema)
+        return pc.floor_temporal(x[0], unit=f.args[0].value.lower(), week_starts_monday=True), x[1], x[2]
+    x = _value(f.args[0], schema)
+    if name in ("year", "month", "day"):
+        return getattr(pc, name)(x[0]), "int", pa.int64()
+    if name in ("lower", "upper"):
+        return getattr(pc, "utf8_" + name)(_string(x)), "str", None
+    if name == "length":
+        return pc.utf8_length(_string(x)).cast(pa.int64()), "int", pa.int64()
+    if name == "substring":
+        begin, end = R.substring_slice(*R.substring_args(f.args))
+        return pc.utf8_slice_codeunits(_string(x), start=begin, stop=end), "str", None
+    if name == "abs":
+        return pc.abs_checked(x[0]), x[1], x[2]
+    raise PredicateError(f"unknown function {name}")
+
+
+def _cast(c, schema):
+    x = _value(c.arg, schema)
+    e, src, to = x[0], x[1], c.to
+    if to.startswith("DECIMAL"):
+        p, s = map(int, to[8:-1].split(","))
+        t = pa.decimal128(p, s) if p <= 38 else pa.decimal256(p, s)
+        return e.cast(t), "decimal", t
+    if to == "DOUBLE":
+        return e.cast(pa.float64()), "float", pa.float64()
+    if to == "BIGINT":
+        if src == "float":
+            e = pc.round(e, round_mode="half_to_even")  # as DuckDB rounds a DOUBLE to an integer
+        return e.cast(pa.int64()), "int", pa.int64()
+    if to == "VARCHAR":
+        return e.cast(pa.string()), "str", pa.string()
+    if to == "DATE":
+        if src == "timestamp":
+            e = pc.floor_temporal(e, unit="day")
+        return e.cast(pa.date32()), "date", pa.date32()
+    if to == "TIMESTAMP":
+        t = pa.timestamp(x[2].unit if x[2] is not None and pa.types.is_timestamp(x[2]) else "us")
+        return e.cast(t), "timestamp", t
+    return e, "bool", pa.bool_()  # BOOLEAN of a BOOLEAN

@@ -16,8 +16,10 @@ from fractions import Fraction
 import numpy as np
 
 from . import expr as E
+from . import residual as R
+from .approx import approx, column_pair
 from .literals import literal
-from .stats import KIND_ANYSIGN, KIND_BIGDEC, KIND_BYTES, KIND_NONE, KIND_UINT, ColumnType
+from .stats import KIND_ANYSIGN, KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT, KIND_NONE, KIND_UINT, ColumnType
 from ..bloom import xxh64
 from ..errors import PredicateError
 from ..pm import layout as L
@@ -25,7 +27,8 @@ from ..pm import layout as L
 
 @dataclass(frozen=True)
 class Leaf:
-    kind: str  # "cmp", "notcmp", "in", "notin", "isnull", "notnull", "const"
+    kind: str  # "cmp", "notcmp", "in", "notin", "isnull", "notnull", "const"; residuals: "residual",
+    # "approx" (value: bound (maybe, always) predicates or None), "colcmp" / "notcolcmp" (value: b's ColumnType)
     ct: ColumnType | None
     op: str | None = None
     value: object = None  # domain literal(s)
@@ -115,7 +118,58 @@ def _bind(e, schema):
         return Node("or", tuple(_bind(c, schema) for c in e.children))
     if isinstance(e, E.Literal):
         return Leaf("const", None, const=bool(e.value))
+    if isinstance(e, R.Residual):
+        return _bind_residual(e, schema)
     return _bind_leaf(e, schema)
+
+
+# --- residuals ------------------------------------------------------------------------------
+
+
+def value_type(ct: ColumnType) -> str:
+    """A `_pm` column's type in residual.check's terms ("other": no residual takes it)."""
+    if ct.repeated or ct.kind == KIND_NONE:
+        return "other"
+    if ct.physical_type == L.PT_BOOLEAN:
+        return "bool"
+    if ct.unit is not None:
+        return "date" if ct.unit == "days" else "timestamp"
+    if ct.scale is not None:
+        return "decimal"
+    if ct.kind == KIND_FLOAT:
+        return "float"
+    form = ct.domain.form
+    if ct.kind in (KIND_INT, KIND_ANYSIGN) and form is None:
+        return "int"
+    if ct.kind == KIND_BYTES and form in ("text", None):
+        return "str" if form == "text" else "bytes"
+    return "other"
+
+
+def _bind_residual(e, schema):
+    """Checked now (one PredicateError before any I/O for what the exact filter cannot do), then
+    pruned by a column pair's bounds, by prune.approx's plain predicates, or not at all."""
+
+    def typer(name, exact):
+        return value_type(schema.column(name, exact))
+
+    R.check(e, typer, lambda x: _bind(E.nnf(x), schema))
+    pair = column_pair(e)
+    if pair is not None:
+        a, op, b, neg = pair
+        ca, cb = schema.column(a.column, a.exact), schema.column(b.column, b.exact)
+        if _comparable(ca, cb):
+            return Leaf("notcolcmp" if neg else "colcmp", ca, op, cb)
+    maybe, always = approx(e, typer)
+    if maybe is None and always is None:
+        return Leaf("residual", None)
+    return Leaf("approx", None, value=tuple(None if p is None else _bind(E.nnf(p), schema) for p in (maybe, always)))
+
+
+def _comparable(a: ColumnType, b: ColumnType) -> bool:
+    """Stats of a and b compare as values (same type only: the same kind, unit and scale)."""
+    return a.kind == b.kind and a.kind in (KIND_INT, KIND_FLOAT, KIND_BYTES) and a.unit == b.unit \
+        and a.scale == b.scale and value_type(a) == value_type(b) != "other"
 
 
 def _bind_leaf(e, schema):

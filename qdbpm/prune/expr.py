@@ -13,8 +13,6 @@ as 0 / 1. Column names: see `names.Names`.
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from dataclasses import dataclass, field, replace
 
 from .names import Names
@@ -29,6 +27,7 @@ class Expr:
     """Base of every predicate node. Combine with &, |, ~."""
 
     __slots__ = ()
+    residual = False  # prune.residual's nodes: they walk, resolve and negate themselves
 
     def __and__(self, other):
         return And(_flat(And, self, _as_expr(other)))
@@ -205,6 +204,8 @@ def _collect_columns(e, out):
             _collect_columns(c, out)
     elif isinstance(e, Not):
         _collect_columns(e.child, out)
+    elif e.residual:
+        out |= e.columns()
     elif not isinstance(e, Literal):
         out.add(e.column)
 
@@ -216,6 +217,8 @@ def _resolve(e, names):
         return Not(_resolve(e.child, names))
     if isinstance(e, Literal):
         return e
+    if e.residual:
+        return e.resolve(names)
     return replace(e, column=names.names[names.index(e.column, e.exact)], exact=True)
 
 
@@ -260,6 +263,8 @@ def nnf(e: Expr, negate: bool = False) -> Expr:
     if isinstance(e, Or):
         kids = tuple(nnf(c, negate) for c in e.children)
         return And(kids) if negate else Or(kids)
+    if e.residual:
+        return e.negated() if negate else e
     if not negate:
         return e
     if isinstance(e, Literal):
@@ -283,187 +288,16 @@ def nnf(e: Expr, negate: bool = False) -> Expr:
     raise TypeError(f"not a predicate: {e!r}")
 
 
-# --- SQL WHERE text -------------------------------------------------------------------------
-
-_TOKEN = re.compile(
-    r"""\s*(?:
-        (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
-      | (?P<str>'(?:[^']|'')*')
-      | (?P<qid>"(?:[^"]|"")+")
-      | (?P<op><=|>=|<>|!=|==|=|<|>|\(|\)|,)
-      | (?P<word>[A-Za-z_][A-Za-z0-9_.]*)
-    )""",
-    re.VERBOSE,
-)
-_KEYWORDS = {"AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "TRUE", "FALSE", "TIMESTAMP", "DATE", "NAN"}
-
-
-ParseError = PredicateError
-
-
-def _tokenize(text):
-    pos, out = 0, []
-    text = text.rstrip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m or m.end() == pos:
-            raise ParseError(f"cannot read WHERE clause at character {pos}: {text[pos:pos + 20]!r}")
-        kind = m.lastgroup
-        val, start = m.group(kind), m.start(kind)
-        if kind == "word" and val.upper() in _KEYWORDS:
-            kind, val = "kw", val.upper()
-        out.append((kind, val, start))
-        pos = m.end()
-    out.append(("end", None, len(text)))
-    return out
-
-
-class _Parser:
-    def __init__(self, text):
-        self.text = text
-        self.toks = _tokenize(text)
-        self.i = 0
-
-    def peek(self):
-        return self.toks[self.i]
-
-    def next(self):
-        t = self.toks[self.i]
-        self.i += 1
-        return t
-
-    def accept(self, kind, val=None):
-        t = self.peek()
-        if t[0] == kind and (val is None or t[1] == val):
-            self.i += 1
-            return t
-        return None
-
-    def expect(self, kind, val=None):
-        t = self.accept(kind, val)
-        if t is None:
-            got = self.peek()
-            raise ParseError(f"expected {val or kind} at character {got[2]} of {self.text!r}, found {got[1]!r}")
-        return t
-
-    def parse(self):
-        e = self.or_()
-        if self.peek()[0] != "end":
-            t = self.peek()
-            raise ParseError(f"unexpected {t[1]!r} at character {t[2]} of {self.text!r}")
-        return e
-
-    def or_(self):
-        kids = [self.and_()]
-        while self.accept("kw", "OR"):
-            kids.append(self.and_())
-        return kids[0] if len(kids) == 1 else Or(tuple(kids))
-
-    def and_(self):
-        kids = [self.not_()]
-        while self.accept("kw", "AND"):
-            kids.append(self.not_())
-        return kids[0] if len(kids) == 1 else And(tuple(kids))
-
-    def not_(self):
-        if self.accept("kw", "NOT"):
-            return Not(self.not_())
-        return self.atom()
-
-    def atom(self):
-        if self.accept("op", "("):
-            e = self.or_()
-            self.expect("op", ")")
-            return e
-        if self.accept("kw", "TRUE"):
-            return Literal(True)
-        if self.accept("kw", "FALSE"):
-            return Literal(False)
-        t = self.next()
-        exact = t[0] == "qid"  # an unquoted name matches case-insensitively (Names)
-        if t[0] == "word":
-            name = t[1]
-        elif t[0] == "qid":
-            name = t[1][1:-1].replace('""', '"')
-        else:
-            raise ParseError(f"expected a column name at character {t[2]} of {self.text!r}, found {t[1]!r}")
-        if self.accept("kw", "IS"):
-            neg = self.accept("kw", "NOT") is not None
-            t = self.next()
-            if t[:2] == ("kw", "NULL"):
-                return IsNotNull(name, exact) if neg else IsNull(name, exact)
-            if t[0] == "kw" and t[1] in ("TRUE", "FALSE"):
-                # IS TRUE / IS FALSE are never null: exactly IN's rule (a null matches only a
-                # listed None), so IS NOT TRUE is TRUE for null as SQL says.
-                e = In(name, (t[1] == "TRUE",), exact)
-                return Not(e) if neg else e
-            raise ParseError(f"expected NULL, TRUE or FALSE after IS at character {t[2]} of {self.text!r}, "
-                             f"found {t[1]!r}")
-        neg = self.accept("kw", "NOT") is not None
-        if self.accept("kw", "BETWEEN"):
-            lo = self.literal()
-            self.expect("kw", "AND")
-            hi = self.literal()
-            e = Between(name, lo, hi, exact)
-            return Not(e) if neg else e
-        if self.accept("kw", "IN"):
-            self.expect("op", "(")
-            vals = [self.literal(allow_null=True)]
-            while self.accept("op", ","):
-                vals.append(self.literal(allow_null=True))
-            self.expect("op", ")")
-            e = In(name, tuple(vals), exact)
-            return Not(e) if neg else e
-        if neg:
-            t = self.peek()
-            raise ParseError(f"expected BETWEEN or IN after NOT at character {t[2]} of {self.text!r}")
-        t = self.peek()
-        if t[0] == "end" or t[:2] in (("kw", "AND"), ("kw", "OR"), ("op", ")")):
-            # A bare column is a condition: `flag` is `flag = TRUE` (binding refuses a column
-            # that is not BOOLEAN), so NOT flag is FALSE, not TRUE, for a null flag.
-            return Cmp(name, "==", True, exact)
-        t = self.next()
-        if t[0] != "op" or t[1] not in ("=", "==", "!=", "<>", "<", "<=", ">", ">="):
-            raise ParseError(f"expected a comparison, IS, IN, BETWEEN, AND, OR or ')' after {name!r} "
-                             f"at character {t[2]} of {self.text!r}, found {t[1]!r}")
-        op = {"=": "==", "<>": "!="}.get(t[1], t[1])
-        return Cmp(name, op, self.literal(), exact)
-
-    def literal(self, allow_null=False):
-        t = self.next()
-        if t[0] == "num":
-            s = t[1]
-            return float(s) if any(ch in s for ch in ".eE") else int(s)
-        if t[0] == "str":
-            return t[1][1:-1].replace("''", "'")
-        if t[0] == "kw":
-            if t[1] == "TRUE":
-                return True
-            if t[1] == "FALSE":
-                return False
-            if t[1] == "NAN":
-                return float("nan")
-            if t[1] == "NULL" and allow_null:
-                return None
-            if t[1] in ("TIMESTAMP", "DATE"):
-                s = self.expect("str")[1][1:-1]
-                try:
-                    return dt.date.fromisoformat(s) if t[1] == "DATE" else _parse_ts(s)
-                except ValueError as e:
-                    raise ParseError(f"bad {t[1]} literal {s!r}: {e}") from None
-        raise ParseError(f"expected a literal at character {t[2]} of {self.text!r}, found {t[1]!r}")
-
-
-def _parse_ts(s):
-    return dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+# --- SQL WHERE text: prune/sql.py ------------------------------------------------------------
 
 
 def parse(text: str) -> Expr:
-    """Parse a SQL WHERE clause: comparisons, BETWEEN, IN, IS [NOT] NULL, AND, OR, NOT, (), a bare
-    BOOLEAN column (`flag` is `flag = TRUE`) and column IS [NOT] TRUE / FALSE.
+    """Parse a SQL WHERE clause (the grammar: prune/sql.py, docs/api.md). Simple clauses give
+    the nodes above (`a = 1` is a Cmp); anything else is a prune.residual node.
 
     Identifiers follow SQL: an unquoted name matches a column case-insensitively when it matches
     one (an exact-case match wins; several matches are an error), a "double-quoted" one exactly."""
-    if not isinstance(text, str) or not text.strip():
-        raise ParseError("empty WHERE clause")
-    return _Parser(text).parse()
+    # Imported here, not at the top: sql.py builds this module's nodes (a real import cycle).
+    from .sql import parse_sql
+
+    return parse_sql(text)

@@ -187,6 +187,8 @@ def _evaluate(b, n_rows: int, stats, blooms) -> np.ndarray:
         return m
     if b.kind == "const":
         return np.full(n_rows, b.const)
+    if b.kind in _RESIDUAL_KINDS:
+        return _residual_maybe(b, n_rows, stats, blooms)
     s = stats(b.ct.index)
     return _leaf_mask(b, s, blooms)
 
@@ -259,6 +261,8 @@ def _always(b, n_rows: int, stats) -> np.ndarray:
         return m
     if b.kind == "const":
         return np.full(n_rows, b.const)
+    if b.kind in _RESIDUAL_KINDS:
+        return _residual_always(b, n_rows, stats)
     return _leaf_always(b, stats(b.ct.index))
 
 
@@ -409,3 +413,67 @@ def _bloom_mask(b: Leaf, blooms, n) -> np.ndarray:
     data, offsets, lengths = idx
     # Absent filters (length < 0) answer "may contain".
     return probe_many(b.hashes, data, offsets, lengths, any_of=True)
+
+
+# --- residuals (prune.residual, bound in bind._bind_residual) ----------------------------------
+
+_RESIDUAL_KINDS = ("residual", "approx", "colcmp", "notcolcmp")
+
+
+def _residual_maybe(b: Leaf, n_rows, stats, blooms) -> np.ndarray:
+    if b.kind == "residual":
+        return np.ones(n_rows, bool)  # evaluated by the exact filter only
+    if b.kind == "approx":
+        # residual.approx's `maybe` is TRUE wherever the residual is: its mask covers the residual's.
+        return np.ones(n_rows, bool) if b.value[0] is None else _evaluate(b.value[0], n_rows, stats, blooms)
+    sa, sb = stats(b.ct.index), stats(b.value.index)
+    m = sa.some_value & sb.some_value  # a null on either side makes the comparison null
+    if b.kind == "notcolcmp" and sa.kind == KIND_FLOAT:
+        return m  # NOT (a op b) is TRUE for a NaN, which stats never count
+    op = b.op if b.kind == "colcmp" else E.NEGATE_OP[b.op]
+    if op == "!=":
+        if sa.kind == KIND_FLOAT:
+            return m
+        # Both sides one and the same value everywhere (exact stats) is the only proof of a == b.
+        return m & ~(sa.exact_eq & sb.exact_eq & (_pair_sign(sa.lo, sb.lo, sa.exact_eq & sb.exact_eq) == 0))
+    # Some row may have a op b only if some value of a and some value of b do: the pair of
+    # bounds that would have to cross (min(a) >= max(b) rules out a < b), each used where present.
+    return m & ~_pair_excludes(op, sa, sb)
+
+
+def _residual_always(b: Leaf, n_rows, stats) -> np.ndarray:
+    if b.kind == "residual":
+        return np.zeros(n_rows, bool)  # a residual proves nothing
+    if b.kind == "approx":
+        # `always` TRUE implies the residual TRUE on that row.
+        return np.zeros(n_rows, bool) if b.value[1] is None else _always(b.value[1], n_rows, stats)
+    sa, sb = stats(b.ct.index), stats(b.value.index)
+    if sa.kind == KIND_FLOAT:
+        return np.zeros(n_rows, bool)  # a NaN row (never in the stats) makes a op b FALSE
+    # Every row TRUE: no nulls on either side, and no pair of values may satisfy NOT (a op b).
+    op = E.NEGATE_OP[b.op] if b.kind == "colcmp" else b.op
+    m = sa.no_nulls & sb.no_nulls
+    if op == "!=":
+        both = sa.exact_eq & sb.exact_eq
+        return m & both & (_pair_sign(sa.lo, sb.lo, both) == 0)
+    return m & _pair_excludes(op, sa, sb)
+
+
+def _pair_excludes(op, sa, sb) -> np.ndarray:
+    """Row groups where the bounds prove no value x of a and y of b have x op y."""
+    lo_a, hi_b = sa.has_lo & sb.has_hi, sa.has_hi & sb.has_lo
+    if op in ("<", "<="):  # x op y needs min(a) op max(b)
+        sign = _pair_sign(sa.lo, sb.hi, lo_a)
+        return lo_a & ((sign >= 0) if op == "<" else (sign > 0))
+    if op in (">", ">="):  # needs max(a) op min(b)
+        sign = _pair_sign(sa.hi, sb.lo, hi_b)
+        return hi_b & ((sign <= 0) if op == ">" else (sign < 0))
+    # ==: the ranges must overlap
+    return (hi_b & (_pair_sign(sa.hi, sb.lo, hi_b) < 0)) | (lo_a & (_pair_sign(sa.lo, sb.hi, lo_a) > 0))
+
+
+def _pair_sign(x, y, where) -> np.ndarray:
+    """sign(x_i - y_i) as int8 where `where`, 0 elsewhere (int64 / float64 arrays or ByteValues)."""
+    if isinstance(x, ByteValues):
+        return np.where(where, x.compare_pairs(y), 0).astype(np.int8)
+    return np.where(where, (x > y).astype(np.int8) - (x < y).astype(np.int8), 0).astype(np.int8)
