@@ -89,3 +89,26 @@ class DuckDBTable:
 
     def time_count(self, query=None):
         self.con.execute(f"SELECT count(*) FROM {self.src} WHERE {self.sql}").fetchall()
+
+
+class PruneKeys:
+    """A predicate on a hive key (`day = '...'`) over 1,000 `day=YYYY-MM-DD` partitions, after
+    open: the keys decide before any `_pm` is opened (issue goal: under 1 ms). Each call asks for
+    another day, so nothing is answered from a previous call's work."""
+
+    timeout = 600
+
+    def setup_cache(self):
+        D.hive_table_dir()
+
+    def setup(self):
+        self.table = qdbpm.open_table(D.hive_table_dir())
+        self.days = [p.split("=", 1)[1] for p in self.table.partitions]
+        self.i = 0
+
+    def teardown(self):
+        self.table.close()
+
+    def time_prune_one_day(self):
+        self.i = (self.i + 1) % len(self.days)
+        self.table.prune(f"day = '{self.days[self.i]}'")

@@ -164,6 +164,26 @@ def table_dir(partitions: int = 1000, row_groups: int = 10, columns: int = 8, ro
     return root
 
 
+def hive_table_dir(partitions: int = 1000) -> str:
+    """table_dir's partitions as hive `day=YYYY-MM-DD` directories (hard links to the same files):
+    `day` is a partition key a predicate can prune on before any `_pm` is opened."""
+    src = table_dir(partitions)
+    root = src + "_hive"
+    if os.path.exists(os.path.join(root, ".complete")):
+        return root
+    for day in sorted(os.listdir(src)):
+        if not os.path.isdir(os.path.join(src, day)):
+            continue
+        d = os.path.join(root, f"day={day}")
+        os.makedirs(d, exist_ok=True)
+        for name in ("data.parquet", "_pm"):
+            if not os.path.exists(os.path.join(d, name)):
+                os.link(os.path.join(src, day, name), os.path.join(d, name))
+    with open(os.path.join(root, ".complete"), "w"):
+        pass
+    return root
+
+
 def ts_literal(micros: int) -> str:
     """SQL TIMESTAMP literal text of a microsecond instant (UTC), e.g. 2024-01-01T00:00:00.000000."""
     import datetime as dt

@@ -36,7 +36,6 @@ import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from ..errors import PmError, StorageError
-from .partitioning import discover
 
 
 class _RowGroup(int):
@@ -207,14 +206,15 @@ def _row_groups(partition, pm, rgs) -> list:
     return [_RowGroup(int(r), i) for i, r in enumerate(a)]
 
 
-def to_dataset(table, survivors, *, schema=None) -> pads.FileSystemDataset:
+def to_dataset(table, survivors, *, schema=None, reference=None) -> pads.FileSystemDataset:
     """A `pyarrow.dataset.FileSystemDataset` of exactly the surviving row groups of `table`.
 
     survivors: {partition: ascending row-group ids (or a boolean mask)}; partitions absent or
     without survivors are left out. Fragments come in partition order, row groups ascending.
-    schema: the dataset's schema (default: the first partition's file schema as pyarrow infers
-    it, plus the hive partition fields when `table.partitioning` is "hive", the default, as
-    `qdbpm.table.partitioning.discover` types them; a key named like a file column is left out).
+    schema: the dataset's schema (default: the file schema of the `reference` partition, default
+    the first, as pyarrow infers it, plus the hive partition fields of `table.hive`, typed as
+    `qdbpm.table.partitioning.discover` types them; a key named like a column of that file is
+    left out). Only the `_pm` of the survivors and of `reference` are opened.
     """
     unknown = set(survivors) - set(table.partitions)
     if unknown:
@@ -232,7 +232,7 @@ def to_dataset(table, survivors, *, schema=None) -> pads.FileSystemDataset:
             rgs = _row_groups(p, pm, survivors[p])
             if rgs:
                 chosen.append((p, path_of(p), pm, rgs))
-    first = table.partitions[0]
+    first = table.partitions[0] if reference is None else reference
     sizes = {path: pm.parquet_size for _, path, pm, _ in chosen}
     sizes.setdefault(path_of(first), table.meta(first).parquet_size)
     if local and all(_size_or_none(path) == size for path, size in sizes.items()):
@@ -241,10 +241,10 @@ def to_dataset(table, survivors, *, schema=None) -> pads.FileSystemDataset:
         fs = pafs.LocalFileSystem()
     else:
         fs = pafs.PyFileSystem(PinnedFileSystem(table.io, sizes))
-    hive = None
-    if getattr(table, "partitioning", "hive") == "hive":
+    hive = getattr(table, "hive", None)
+    if hive is not None:
         # a key named like a column of the files (`ts=2024-01-01` over `ts`) is no partition field
-        hive = discover(table.partitions, exclude=table.meta(first).column_names)
+        hive = hive.without(table.meta(first).column_names)
     fmt = pads.ParquetFileFormat()
     fragments = [fmt.make_fragment(path, fs, hive.expression(p) if hive else None, row_groups=rgs,
                                    file_size=pm.parquet_size) for p, path, pm, rgs in chosen]

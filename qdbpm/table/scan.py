@@ -7,7 +7,9 @@ range) and `count()` takes their rows from `_pm` alone. Row groups without rows 
 fetched. Everything else goes through one path: consecutive row groups of a partition with the
 same class form units of at most a quarter of the memory budget, each planned by
 `ranges.plan` (the one coalescing rule), fetched ahead by `pipeline.stream`, then decoded and
-filtered exactly (`decode`).
+filtered exactly (`decode`). Hive partition keys decide first (`Table.key_plan`): partitions
+they rule out are never opened, each other one is filtered by what its keys leave of the
+predicate, and key columns are its key values repeated.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pyarrow as pa
 
 from ..errors import PmError
 from ..prune.arrow import to_arrow
-from ..prune.expr import parse
+from ..prune.filters import as_predicate
 from .decode import decode_chunks, decode_partition, decoded_bytes, filter_rows, filterable, strict_views
 from .pipeline import DEFAULT_WORKERS, Unit, stream
 from .ranges import DEFAULT_MAX_GAP, all_null_mask, plan
@@ -29,10 +31,15 @@ INLINE_BYTES = 4 * 1024 * 1024  # ... totalling at most this many bytes
 
 
 class _Part:
-    """One partition's share of a scan: its columns and surviving row groups."""
+    """One partition's share of a scan: its columns, surviving row groups and what its keys leave
+    of the predicate."""
 
-    def __init__(self, name, pm, path, want, pred_cols, views, rgs, full):
+    def __init__(self, name, pm, path, want, pred_cols, views, rgs, full, position=None, residual=None,
+                 needs=()):
         self.name, self.pm, self.path = name, pm, path
+        self.position = position  # index in Table.partitions: the row of its key values
+        self.residual = residual  # the predicate's rest in this partition (None: every row matches)
+        self.needs = needs  # key columns its exact filter reads
         self.want = want  # columns returned, in the caller's order (indexes)
         self.pred_cols = pred_cols  # the predicate's columns (indexes, ascending)
         self.extra = [c for c in pred_cols if c not in want]  # predicate-only columns
@@ -58,21 +65,27 @@ class Scan:
         if not table.partitions:
             raise PmError(f"no partitions under {table.root!r}")
         self.table = table
-        self.predicate = parse(where) if isinstance(where, str) else where
+        self.predicate = as_predicate(where)
         self.batch_rows, self.footer, self.max_gap = batch_rows, footer, max_gap
         self.memory_budget = memory_budget
         self.cast_to = schema
         self.observer = None
-        first = table.meta(table.partitions[0])
-        self.columns = list(first.column_names) if columns is None else list(columns)
+        # The partition keys first: partitions they rule out are never opened (Table.key_plan).
+        self.plan = table.key_plan(self.predicate)
+        self.keys = self.plan.keys  # key columns, appended after the file columns by default
+        self._key_set = set(self.keys)
+        first = table.meta(self.plan.reference)
+        self.columns = list(first.column_names) + self.keys if columns is None else list(columns)
         # Per-partition setup only for partitions with survivors: column lookups and the
-        # predicate's resolution once per schema group (its members share column names).
-        classes = table.group_classes(self.predicate)
-        if not footer:  # strict mode checks every partition, in partition order
+        # predicate's resolution once per schema group (its members share column names) and
+        # residual (what the keys leave of the predicate).
+        classes = table.group_classes(self.predicate, self.plan)
+        if not footer:  # strict mode checks every partition the keys leave, in partition order
             self._check_strict()
         found, self._full_rows = [], 0
         for g, maybe, always in classes:
-            want, pred_cols = self._lookup(g)
+            cls = self.plan.class_of(g.positions)
+            looks = {c: self._lookup(g, self.plan.residuals[c]) for c in np.unique(cls).tolist()}
             idx = np.nonzero(maybe & (g.rows64 > 0))[0]  # a row group without rows is never read
             if not idx.size:
                 continue
@@ -83,14 +96,15 @@ class Scan:
             bounds = list(first_at) + [idx.size]
             for a, j in enumerate(members.tolist()):
                 s, e = bounds[a], bounds[a + 1]
-                found.append((int(g.positions[j]), g, j, idx[s:e] - g.starts[j], full[s:e], want, pred_cols))
+                found.append((int(g.positions[j]), g, j, idx[s:e] - g.starts[j], full[s:e], int(cls[j]),
+                              looks[int(cls[j])]))
         found.sort(key=lambda f: f[0])
-        self._parts = [self._part(g.members[j][0], g.members[j][1], rgs, full, want, pred_cols)
-                       for _, g, j, rgs, full, want, pred_cols in found]
+        self._parts = [self._part(g.members[j][0], g.members[j][1], rgs, full, look, pos, c)
+                       for pos, g, j, rgs, full, c, look in found]
         self._by_name = {p.name: p for p in self._parts}
         self._read_units = None
         self._schema = None
-        self._filters = {}  # decoded schema -> the predicate as an Arrow expression
+        self._filters = {}  # (residual id, decoded schema) -> the residual as an Arrow expression
 
     # -- the decision ---------------------------------------------------------------------------
 
@@ -134,6 +148,11 @@ class Scan:
         if self._schema is None:
             if self.cast_to is not None:
                 self._schema = self.cast_to
+                if any(n in self._key_set and n not in self.cast_to.names for n in self.columns):
+                    # a schema= of file columns: the key columns keep their own types
+                    self._schema = pa.schema([self.cast_to.field(n) if n in self.cast_to.names else
+                                              self.table.hive.schema.field(n) for n in self.columns],
+                                             self.cast_to.metadata)
             else:
                 seen, schemas = set(), []
                 for p in [p for p in self._parts if len(p.rgs)] or [self._first_part()]:
@@ -172,24 +191,27 @@ class Scan:
         not filtered there: pass the filter to the dataset's own scan."""
         from .dataset import to_dataset  # pyarrow.dataset is heavy: loaded only when asked for
 
-        return to_dataset(self.table, {p.name: p.rgs.copy() for p in self._parts if len(p.rgs)})
+        return to_dataset(self.table, {p.name: p.rgs.copy() for p in self._parts if len(p.rgs)},
+                          reference=self.plan.reference)
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _lookup(self, g):
-        """(want, pred_cols) for the members of schema group g: per group, cached on it. Raises
-        as the group's first member (the earliest partition of the group) would."""
-        key = (tuple(self.columns), self.predicate)
+    def _lookup(self, g, residual):
+        """(want, pred_cols) for the members of schema group g under `residual`: per group,
+        cached on it. Raises as the group's first member (the earliest partition of the group)
+        would. Key columns are no file columns: neither list holds them."""
+        key = (tuple(self.columns), residual)
         try:
             hit = g.scan_cache.get(key)
         except TypeError:  # an unhashable literal
             key = hit = None
         if hit is None:
             pm = g.members[0][1]
-            want = [pm.column_index(n) for n in self.columns]
+            want = [pm.column_index(n) for n in self.columns if n not in self._key_set]
             # SQL names resolve per schema (expr.Names): the spelling these files use
-            pred_cols = [] if self.predicate is None else sorted(
-                pm.column_index(n) for n in self.predicate.resolve(pm.column_names).columns())
+            pred_cols = [] if residual is None else sorted(
+                pm.column_index(n) for n in residual.resolve(list(pm.column_names) + self.keys).columns()
+                if n not in self._key_set)
             hit = (want, pred_cols)
             if key is not None:
                 if len(g.scan_cache) >= 256:
@@ -199,29 +221,44 @@ class Scan:
 
     def _check_strict(self):
         at = {}
-        for g in self.table.schema_groups():
-            for j, i in enumerate(g.positions.tolist()):
-                at[i] = (g, j)
-        for i in range(len(self.table.partitions)):
-            g, j = at[i]
-            want, pred_cols = self._lookup(g)
+        for g in self.table.schema_groups(self.plan.positions):
+            for j, (i, cls) in enumerate(zip(g.positions.tolist(), self.plan.class_of(g.positions).tolist())):
+                at[i] = (g, j, cls)
+        for i in self.plan.positions.tolist():
+            g, j, cls = at[i]
+            want, pred_cols = self._lookup(g, self.plan.residuals[cls])
             strict_views(g.members[j][1], want + [c for c in pred_cols if c not in want], self.cast_to)
 
-    def _part(self, name, pm, rgs, full, want, pred_cols):
+    def _part(self, name, pm, rgs, full, look, position=None, cls=None):
+        want, pred_cols = look
         need = want + [c for c in pred_cols if c not in want]
         views = {} if self.footer else strict_views(pm, need, self.cast_to)
-        return _Part(name, pm, self.table.parquet_path(name), want, pred_cols, views, rgs, full)
+        residual, needs = (None, ()) if cls is None else (self.plan.residuals[cls], self.plan.needs[cls])
+        return _Part(name, pm, self.table.parquet_path(name), want, pred_cols, views, rgs, full, position,
+                     residual, needs)
 
     def _first_part(self):
-        """The first partition's share (no survivors): what `schema` falls back to."""
-        g = next(g for g in self.table.schema_groups() if g.positions[0] == 0)
+        """The reference partition's share (no survivors): what `schema` falls back to."""
+        ref = self.plan.reference
+        g = self.table.schema_groups(np.array([self.table.partitions.index(ref)]))[0]
         name, pm = g.members[0]
-        want, pred_cols = self._lookup(g)
-        return self._part(name, pm, np.zeros(0, np.int64), np.zeros(0, bool), want, pred_cols)
+        return self._part(name, pm, np.zeros(0, np.int64), np.zeros(0, bool), self._lookup(g, None))
 
     def _fields(self, p):
+        """The Arrow fields of `columns` in partition p: its file's, then the keys'."""
         fields = self.table.column_schemas(p.name, footer=self.footer).fields(p.pm, p.want)
-        return [f.with_type(p.views[c]) if c in p.views else f for c, f in zip(p.want, fields)]
+        names = p.pm.column_names
+        by_name = {names[c]: f.with_type(p.views[c]) if c in p.views else f for c, f in zip(p.want, fields)}
+        return [by_name[n] if n in by_name else self.table.hive.schema.field(n) for n in self.columns]
+
+    def _with_keys(self, t, p, names) -> pa.Table:
+        """`t` (rows of partition p) with the key columns `names` it lacks, p's values repeated."""
+        values = self.table.hive.values if names else None
+        for k in names:
+            if k not in t.column_names:
+                column = values.column(k).take(np.full(t.num_rows, p.position, np.int64))
+                t = t.append_column(values.schema.field(k), column)
+        return t
 
     def _units_for_read(self) -> list:
         if self._read_units is None:
@@ -276,30 +313,34 @@ class Scan:
         per decoded schema."""
         p = self._by_name[unit.partition]
         schemas = self.table.column_schemas(p.name, footer=self.footer)
-        if unit.full or self.predicate is None:
+        if unit.full or p.residual is None:
             return int(np.asarray(unit.pm.num_rows, np.int64)[unit.row_groups].sum())
         if unit.plan.all_null or p.views or not unit.columns:
             t = decode_partition(unit.pm, unit.row_groups, unit.columns, blobs, unit.plan.all_null, schemas, p.views)
         else:  # every chunk fetched, none all-null: decode them directly
             t = decode_chunks(unit.pm, unit.row_groups, unit.columns, blobs, schemas)
-        t = filterable(t)
-        return t.filter(self._filter(t.schema)).num_rows
+        t = filterable(self._with_keys(t, p, p.needs))
+        return t.filter(self._filter(p.residual, t.schema)).num_rows
 
-    def _filter(self, schema):
-        """to_arrow(predicate, schema), kept on the table (per scan for an unhashable literal)."""
+    def _filter(self, residual, schema):
+        """to_arrow(residual, schema), kept on the table (per scan for an unhashable literal)."""
         try:
-            return self.table.arrow_filter(self.predicate, schema)
+            return self.table.arrow_filter(residual, schema)
         except TypeError:  # a literal that cannot be hashed: this scan's own cache
-            expr = self._filters.get(schema)
+            expr = self._filters.get((id(residual), schema))
             if expr is None:
-                expr = self._filters[schema] = to_arrow(self.predicate, schema)
+                expr = self._filters[(id(residual), schema)] = to_arrow(residual, schema)
             return expr
 
     def _decode(self, unit, blobs) -> pa.Table:
+        """The unit's rows that match, with the key columns of `columns` (the exact filter reads
+        those of its residual as constant columns too)."""
         p = self._by_name[unit.partition]
         schemas = self.table.column_schemas(p.name, footer=self.footer)
         t = decode_partition(unit.pm, unit.row_groups, unit.columns, blobs, unit.plan.all_null, schemas, p.views)
-        return t if unit.full else filter_rows(t, self.predicate)
+        if not unit.full and p.residual is not None:
+            t = filter_rows(self._with_keys(t, p, p.needs), p.residual)
+        return self._with_keys(t, p, [k for k in self.keys if k in self.columns])
 
     def _batches(self):
         target = self.schema

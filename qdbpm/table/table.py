@@ -4,6 +4,10 @@
 whose schemas agree share one bound predicate and one concatenated set of typed stat arrays, so
 a thousand partitions cost one vectorised pass, not a thousand. `Table.scan` turns that decision
 into a count, a byte-range plan and a stream of rows (scan.py).
+
+Hive partition keys (`day=01/` directories, typed by partitioning.py) come first: `key_plan`
+decides from the key values alone which partitions may hold a matching row (prune.keys), and
+only those partitions' `_pm` are opened or fetched.
 """
 
 from __future__ import annotations
@@ -12,17 +16,19 @@ import os
 
 import fsspec
 import numpy as np
+import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
-from ..errors import PmError
+from ..errors import PmError, PredicateError
 from ..meta import ParquetMeta, open as open_pm
 from ..prune.bind import bind
 from ..prune.arrow import to_arrow
-from ..prune.expr import parse
+from ..prune.filters import as_predicate
 from ..prune.rules import classify, evaluate
 from ..prune.stats import KIND_BIGDEC, KIND_BYTES, ColumnStats, Schema, chunk_stats, column_records
 from .decode import footer_schemas
+from .key_plan import KeyPlan, plan as plan_keys
 from .ranges import DEFAULT_MAX_GAP
 from .read_schema import ColumnSchemas, schema_key
 from .s3 import S3Direct
@@ -144,9 +150,10 @@ class Table:
     def __init__(self, root, filesystem=None, *, partitions=None, partitioning="hive"):
         """partitions: the partition paths to use, relative to root (default: every directory
         below root holding a `_pm`, listed once); a Spark task passes its share this way.
-        partitioning: "hive" (`key=value` directories name partition columns) or None."""
-        if partitioning not in ("hive", None):
-            raise PmError(f"partitioning must be 'hive' or None, not {partitioning!r}")
+        partitioning: "hive" (`key=value` directories name partition columns, typed as pyarrow
+        infers them), a pyarrow.Schema of their types, or None (opaque directories)."""
+        if not (isinstance(partitioning, pa.Schema) or partitioning is None or partitioning == "hive"):
+            raise PmError(f"partitioning must be 'hive', a pyarrow.Schema or None, not {partitioning!r}")
         self.filesystem = filesystem
         # What remote bytes are read through: S3Direct where it reproduces an s3fs filesystem's
         # reads exactly (a fraction of s3fs's CPU per request), else the filesystem itself.
@@ -156,9 +163,29 @@ class Table:
         self.partitions = find_partitions(self.root, filesystem, io=self.io) if partitions is None else sorted(partitions)
         self._metas = {}
         self._groups = None
+        self._subgroups = {}  # surviving positions (bytes) -> schema groups of those partitions
+        self.hive = self._discover(partitioning)
         self._schemas = {}  # (schema_key, footer) -> ColumnSchemas, shared by every scan
         self._paths = {}  # partition -> parquet_path, shared by every scan
         self._filters = {}  # (predicate, decoded Arrow schema) -> Arrow filter expression (count)
+
+    def _discover(self, partitioning):
+        """The partitions' hive keys (partitioning.HivePartitions), None without any."""
+        explicit = isinstance(partitioning, pa.Schema)
+        if partitioning is None or not (explicit or any("=" in p for p in self.partitions)):
+            return None
+        # pyarrow.dataset is heavy (~0.3 s to import): loaded only for key=value directories
+        from .partitioning import discover
+
+        hive = discover(self.partitions, schema=partitioning if explicit else None)
+        return hive if hive.schema.names else None
+
+    @property
+    def partition_keys(self) -> pa.Table:
+        """One row per partition (in `partitions` order), one typed column per hive key."""
+        if self.hive is None:  # no column, one row per partition
+            return pa.table({"_": pa.nulls(len(self.partitions))}).drop(["_"])
+        return self.hive.values
 
     @property
     def data_filesystem(self):
@@ -220,9 +247,11 @@ class Table:
         return Scan(self, where, columns, batch_rows=batch_rows, footer=footer, max_gap=max_gap,
                     memory_budget=memory_budget, schema=schema)
 
-    def _prefetch(self):
-        """Remote tables: fetch every `_pm` not open yet in one concurrent batch (fsspec `cat`)."""
-        missing = [p for p in self.partitions if p not in self._metas]
+    def _prefetch(self, positions=None):
+        """Remote tables: fetch every `_pm` not open yet (of the partitions at `positions`, default
+        all) in one concurrent batch (fsspec `cat`)."""
+        names = self.partitions if positions is None else [self.partitions[i] for i in positions]
+        missing = [p for p in names if p not in self._metas]
         if self.filesystem is None or len(missing) < 2:
             return
         paths = {self.pm_path(p): p for p in missing}
@@ -232,30 +261,52 @@ class Table:
             if p is not None:
                 self._metas[p] = ParquetMeta(path, data=data)
 
-    def schema_groups(self):
-        if self._groups is None:
-            self._prefetch()
-            by_schema, positions = {}, {}
-            for i, p in enumerate(self.partitions):
-                pm = self.meta(p)
-                # Schema.of is pm.schema without the per-file cache: equal descriptors give the
-                # same Schema object, so grouping 1,000 partitions is 1,000 dict hits.
-                sch = Schema.of(pm)
-                by_schema.setdefault(sch, []).append((p, pm))
-                positions.setdefault(sch, []).append(i)
-            self._groups = [_Group(s, m) for s, m in by_schema.items()]
-            for g in self._groups:
-                g.positions = np.array(positions[g.schema], np.int64)  # members' indices in self.partitions
-        return self._groups
+    def schema_groups(self, positions=None):
+        """The partitions at `positions` (indices into `partitions`, ascending; default all), their
+        `_pm` opened (fetched in one batch), grouped by schema; kept while the table is open."""
+        if positions is None or len(positions) == len(self.partitions):
+            if self._groups is None:
+                self._groups = self._group(range(len(self.partitions)))
+            return self._groups
+        key = np.asarray(positions, np.int64).tobytes()
+        groups = self._subgroups.get(key)
+        if groups is None:
+            if len(self._subgroups) >= 16:
+                self._subgroups.clear()
+            groups = self._subgroups[key] = self._group(positions)
+        return groups
+
+    def _group(self, positions) -> list:
+        self._prefetch(positions)
+        by_schema, at = {}, {}
+        for i in positions:
+            p = self.partitions[i]
+            pm = self.meta(p)
+            # Schema.of is pm.schema without the per-file cache: equal descriptors give the
+            # same Schema object, so grouping 1,000 partitions is 1,000 dict hits.
+            sch = Schema.of(pm)
+            by_schema.setdefault(sch, []).append((p, pm))
+            at.setdefault(sch, []).append(int(i))
+        groups = [_Group(s, m) for s, m in by_schema.items()]
+        for g in groups:
+            g.positions = np.array(at[g.schema], np.int64)  # members' indices in self.partitions
+        return groups
+
+    def key_plan(self, predicate) -> KeyPlan:
+        """Which partitions `predicate` may hold a matching row in, from their hive keys alone,
+        before any of their `_pm` is opened, and what remains to decide in each (key_plan.plan)."""
+        return plan_keys(self, as_predicate(predicate))
 
     def _group_masks(self, predicate):
-        """[(group, mask over the group's concatenated row groups)]."""
-        if isinstance(predicate, str):
-            predicate = parse(predicate)
-        return [(g, evaluate(bind(predicate, g.schema), g.n, g.stats, g.blooms)) for g in self.schema_groups()]
+        """[(group, maybe over the group's concatenated row groups)] of the partitions the keys leave."""
+        predicate = as_predicate(predicate)
+        if predicate is None:
+            raise PredicateError("not a predicate: None")
+        plan = self.key_plan(predicate)
+        return [(g, self._masks(g, plan, False)[0]) for g in self.schema_groups(plan.positions)]
 
     def prune_masks(self, predicate) -> dict:
-        """partition -> bool mask over its row groups."""
+        """partition -> bool mask over its row groups (partitions its keys rule out are absent)."""
         out = {}
         for g, mask in self._group_masks(predicate):
             for k, (p, _) in enumerate(g.members):
@@ -264,9 +315,9 @@ class Table:
 
     def classify_masks(self, predicate) -> dict:
         """partition -> (maybe, always) over its row groups: ParquetMeta.classify's masks, from one
-        vectorised pass per schema group (a row group without rows is never ALWAYS)."""
-        if isinstance(predicate, str):
-            predicate = parse(predicate)
+        vectorised pass per schema group (a row group without rows is never ALWAYS; partitions
+        the keys rule out are absent)."""
+        predicate = as_predicate(predicate)
         out = {}
         for g, maybe, always in self.group_classes(predicate):
             for k, (p, _) in enumerate(g.members):
@@ -274,25 +325,48 @@ class Table:
                 out[p] = (maybe[s:e], always[s:e])
         return out
 
-    def group_classes(self, predicate):
+    def group_classes(self, predicate, plan=None):
         """[(schema group, maybe, always)] over each group's concatenated row groups, one
-        vectorised classify per group; `always` is cleared where a row group has no rows
-        (predicate None: maybe and always are "has rows")."""
+        vectorised classify per group (and per residual its members' keys leave); `always` is
+        cleared where a row group has no rows (predicate None: maybe and always are "has rows").
+        Only the partitions `plan` (default: `key_plan(predicate)`) keeps are grouped."""
+        plan = self.key_plan(predicate) if plan is None else plan
         out = []
-        for g in self.schema_groups():
-            rows = g.rows64 > 0
-            if predicate is None:
-                out.append((g, rows, rows))
-                continue
-            maybe, always = classify(bind(predicate, g.schema), g.n, g.stats, g.blooms)
-            out.append((g, maybe, np.asarray(always, bool) & rows))
+        for g in self.schema_groups(plan.positions):
+            maybe, always = self._masks(g, plan, True)
+            out.append((g, maybe, np.asarray(always, bool) & (g.rows64 > 0)))
         return out
+
+    def _masks(self, g, plan, always):
+        """(maybe, always or None) over g's row groups: each member under its class's residual."""
+        cls = plan.class_of(g.positions)
+        if not (cls != cls[0]).any():
+            return self._class_masks(g, plan, int(cls[0]), always)
+        per_rg = np.repeat(cls, np.diff(g.starts))
+        maybe, sure = np.zeros(g.n, bool), np.zeros(g.n, bool) if always else None
+        for c in np.unique(cls).tolist():
+            m, a = self._class_masks(g, plan, c, always)
+            sel = per_rg == c
+            maybe[sel] = np.broadcast_to(m, g.n)[sel]
+            if always:
+                sure[sel] = np.broadcast_to(a, g.n)[sel]
+        return maybe, sure
+
+    def _class_masks(self, g, plan, c, always):
+        if plan.residuals[c] is None:  # every row matches: every row group with rows
+            rows = g.rows64 > 0
+            return rows, rows
+        upper, lower = plan.bounds(c)
+        if not always:
+            return evaluate(bind(upper, g.schema), g.n, g.stats, g.blooms), None
+        maybe, sure = classify(bind(upper, g.schema), g.n, g.stats, g.blooms)
+        if lower is not upper:
+            sure = classify(bind(lower, g.schema), g.n, g.stats, g.blooms)[1] & maybe
+        return maybe, sure
 
     def prune(self, predicate):
         """pyarrow.Table (partition, row_group, num_rows): one row per surviving row group, in
         partition order then row-group order."""
-        import pyarrow as pa
-
         pos, rgs, rows = [], [], []
         for g, mask in self._group_masks(predicate):
             idx = np.nonzero(mask)[0]
@@ -312,7 +386,7 @@ class Table:
             order = np.lexsort((rgs, pos))
             pos, rgs, rows = pos[order], rgs[order], rows[order]
         return pa.table({
-            "partition": pa.array(np.array(self.partitions, dtype=object)[pos], pa.string()),
+            "partition": pa.array([self.partitions[i] for i in pos.tolist()], pa.string()),
             "row_group": pa.array(rgs, pa.int32()),
             "num_rows": pa.array(rows, pa.int64()),
         })
@@ -322,6 +396,7 @@ class Table:
             pm.close()
         self._metas.clear()
         self._groups = None
+        self._subgroups.clear()
         self._schemas.clear()
         self._paths.clear()
         self._filters.clear()

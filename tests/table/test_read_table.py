@@ -28,12 +28,12 @@ from support.table_files import CountingFS, pyarrow_partition, upload
 def build_local(root, days, writer):
     truth = {}
     for d in range(days):
-        part = os.path.join(root, f"day={d:02d}")
+        part = os.path.join(root, f"day{d:02d}")
         os.makedirs(part)
         path = os.path.join(part, "data.parquet")
         writer(path, d)
         generate(path)
-        truth[f"day={d:02d}"] = pq.read_table(path)
+        truth[f"day{d:02d}"] = pq.read_table(path)
     return truth
 
 
@@ -111,7 +111,7 @@ def test_read_table_local_equals_pyarrow(pyarrow_table):
     root, truth = pyarrow_table
     for pred in PREDICATES:
         got = qdbpm.read_table(root, where=pred)
-        want = expected(truth, truth["day=00"].column_names, pred)
+        want = expected(truth, truth["day00"].column_names, pred)
         assert same(got, want), (pred, got.schema, want.schema)
 
 
@@ -121,7 +121,7 @@ def test_read_table_s3_random_columns_and_predicates(s3_server, s3_bucket, pyarr
     remote = f"{s3_bucket}/trades"
     upload(fs, root, remote)
     rnd = random.Random(7)
-    names = truth["day=00"].column_names
+    names = truth["day00"].column_names
     for pred in PREDICATES:
         cols = rnd.sample(names, rnd.randint(1, len(names)))
         counting = CountingFS(fs)
@@ -169,7 +169,7 @@ def test_duckdb_table_on_s3(s3_server, s3_bucket, tmp_path):
                  col("ts") >= dt.datetime(2024, 3, 2, 5, tzinfo=dt.timezone.utc)]:
         counting = CountingFS(fs)
         got = qdbpm.read_table(f"s3://{remote}", where=pred, filesystem=counting)
-        want = expected(truth, truth["day=00"].column_names, pred)
+        want = expected(truth, truth["day00"].column_names, pred)
         assert same(got, want), (pred, got.schema, want.schema)
         check_requests(counting, f"s3://{remote}", fs, pred, want.column_names)
 
@@ -190,14 +190,14 @@ def test_spark_table_on_s3(spark, s3_server, s3_bucket, tmp_path):
     local = tmp_path / "table"
     local.mkdir()
     truth = build_local(str(local), 2, spark_partition)
-    assert pq.ParquetFile(os.path.join(local, "day=00", "data.parquet")).metadata.num_row_groups > 1
+    assert pq.ParquetFile(os.path.join(local, "day00", "data.parquet")).metadata.num_row_groups > 1
     fs = s3_server.filesystem()
     remote = f"{s3_bucket}/spark"
     upload(fs, str(local), remote)
     for pred in [None, col("sym") == "S2", (col("id") > 250) & col("px").is_not_null(), col("dec") >= 50]:
         counting = CountingFS(fs)
         got = qdbpm.read_table(f"s3://{remote}", where=pred, filesystem=counting)
-        want = expected(truth, truth["day=00"].column_names, pred)
+        want = expected(truth, truth["day00"].column_names, pred)
         assert same(got, want), (pred, got.schema, want.schema)
         check_requests(counting, f"s3://{remote}", fs, pred, want.column_names)
 
@@ -207,22 +207,22 @@ def test_truncated_object_is_refused(s3_server, s3_bucket, pyarrow_table):
     fs = s3_server.filesystem()
     remote = f"{s3_bucket}/trunc"
     upload(fs, root, remote)
-    victim = f"{remote}/day=01/data.parquet"
+    victim = f"{remote}/day01/data.parquet"
     data = fs.cat_file(victim)
     fs.pipe_file(victim, data[: len(data) // 3])  # the object no longer holds what _pm describes
     with pytest.raises(qdbpm.StorageError, match="shorter than its _pm snapshot") as info:
         qdbpm.read_table(f"s3://{remote}", filesystem=fs)
-    assert "day=01/data.parquet" in str(info.value) and isinstance(info.value, OSError)
+    assert "day01/data.parquet" in str(info.value) and isinstance(info.value, OSError)
 
 
 def test_pm_pointing_past_the_object(s3_server, s3_bucket, tmp_path):
     # a _pm from a bigger file paired with a smaller object of the same schema
     big, small = tmp_path / "big", tmp_path / "small"
     for d, rows in ((big, 800), (small, 200)):
-        (d / "day=00").mkdir(parents=True)
-        pyarrow_partition(str(d / "day=00" / "data.parquet"), 0, rows=rows)
-    generate(str(big / "day=00" / "data.parquet"))
-    shutil.copy(big / "day=00" / "_pm", small / "day=00" / "_pm")
+        (d / "day00").mkdir(parents=True)
+        pyarrow_partition(str(d / "day00" / "data.parquet"), 0, rows=rows)
+    generate(str(big / "day00" / "data.parquet"))
+    shutil.copy(big / "day00" / "_pm", small / "day00" / "_pm")
     fs = s3_server.filesystem()
     remote = f"{s3_bucket}/past"
     upload(fs, str(small), remote)
@@ -236,9 +236,9 @@ def test_chunk_bytes_that_do_not_decode(s3_server, s3_bucket, pyarrow_table):
     fs = s3_server.filesystem()
     remote = f"{s3_bucket}/garbage"
     upload(fs, root, remote)
-    victim = f"{remote}/day=00/data.parquet"
+    victim = f"{remote}/day00/data.parquet"
     data = bytearray(fs.cat_file(victim))
-    with qdbpm.open(os.path.join(root, "day=00", "_pm")) as pm:
+    with qdbpm.open(os.path.join(root, "day00", "_pm")) as pm:
         s = int(pm.chunks[0, 3]["byte_range_start"])
         n = int(pm.chunks[0, 3]["total_compressed"])
     data[s : s + n] = os.urandom(n)  # same size, garbage content (page header included)

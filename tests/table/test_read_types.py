@@ -146,7 +146,7 @@ def predicates(draw, names, pools, depth=0):
 def write_table(root, parts, rg):
     files = []
     for k, part in enumerate(parts):
-        d = os.path.join(root, f"p={k}")
+        d = os.path.join(root, f"p{k}")
         os.makedirs(d)
         path = os.path.join(d, "data.parquet")
         pq.write_table(part, path, row_group_size=rg)
@@ -363,18 +363,18 @@ def test_empty_result_and_all_null_chunks_have_exact_types(every_type):
         if pred.value == 40:
             assert got.num_rows == 40 and all(got.column(n).null_count == 40 for n in TYPES)
             # the first 40 rows (two row groups) are null in every typed column: only nn is fetched
-            with qdbpm.open(os.path.join(root, "p=0", "_pm")) as pm:
+            with qdbpm.open(os.path.join(root, "p0", "_pm")) as pm:
                 nn = pm.column_index("nn")
                 spans = [(int(c["byte_range_start"]), int(c["byte_range_start"] + c["total_compressed"]))
                          for c in pm.chunks[:2, nn]]
                 spans.append((pm.parquet_footer_offset, pm.parquet_size))
             reads = [(q, s, e) for q, s, e, _ in counting.requests if q.endswith("data.parquet")]
-            assert {os.path.basename(os.path.dirname(q)) for q, _, _ in reads} == {"p=0"}
+            assert {os.path.basename(os.path.dirname(q)) for q, _, _ in reads} == {"p0"}
             assert all(any(a <= s and e <= b for a, b in spans) for _, s, e in reads), reads
 
 
 def test_footer_read_once_per_distinct_schema(tmp_path):
-    # p=0..2 share a schema; p=3 carries one more column, so its _pm column schema differs
+    # p0..p2 share a schema; p3 carries one more column, so its _pm column schema differs
     base = pa.table({"a": pa.array(np.arange(50), pa.uint64()), "s": pa.array(["x"] * 50, pa.large_string())})
     parts = [base] * 3 + [base.append_column("extra", pa.array(np.zeros(50), pa.int8()))]
     files = write_table(str(tmp_path), parts, 10)
@@ -382,7 +382,7 @@ def test_footer_read_once_per_distinct_schema(tmp_path):
     got = qdbpm.read_table(str(tmp_path), ["a", "s"], col("a") >= 5, filesystem=counting)
     assert_same(got, oracle(files, ["a", "s"], col("a") >= 5))
     reads = footer_reads(counting, str(tmp_path))
-    assert sorted(os.path.basename(os.path.dirname(p)) for p, _, _ in reads) == ["p=0", "p=3"], reads
+    assert sorted(os.path.basename(os.path.dirname(p)) for p, _, _ in reads) == ["p0", "p3"], reads
     counting.requests.clear()
     qdbpm.read_table(str(tmp_path), ["a", "s"], col("a") >= 5, filesystem=counting, footer=False,
                      schema=pa.schema([("a", pa.uint64()), ("s", pa.large_string())]))

@@ -240,11 +240,13 @@ def test_batch_rows_and_the_arrow_stream(table_dir):
     where = "sym = 'S1' OR grp = 0"
     want = duck(files, f"SELECT {', '.join(COLUMNS)} FROM FILES WHERE {where} ORDER BY rid")
     with qdbpm.open_table(root) as table:
+        # by default a scan returns the file columns, then the hive key (day=NN directories)
+        assert table.scan(where).schema.names == COLUMNS + ["day"]
         for batch_rows in [1, 33, 1000]:
-            scan = table.scan(where, batch_rows=batch_rows)
+            scan = table.scan(where, COLUMNS, batch_rows=batch_rows)
             sizes = [b.num_rows for b in scan.to_reader()]
             assert max(sizes) <= batch_rows and sum(sizes) == len(want)
-        scan = table.scan(where)
+        scan = table.scan(where, COLUMNS)
         via_c = pa.RecordBatchReader.from_stream(scan).read_all()
         assert rows_of(via_c) == want and via_c.schema == scan.to_table().schema
         with pytest.raises(qdbpm.PmError, match="batch_rows"):
