@@ -8,7 +8,7 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ..errors import PmError
 from ..meta import open as open_pm
 from .display import decode_stat
 from .progress import Progress
+from .storage import add_storage_option, is_url, storage_options
 
 
 class _Parser(argparse.ArgumentParser):
@@ -183,8 +184,11 @@ def find_parquet_files(paths):
 def _generate_one(job):
     from ..sync.generate import generate
 
-    path, bloom = job
+    path, bloom, *remote = job  # remote: (filesystem, Parquet size from the listing)
     try:
+        if remote:
+            fs, size = remote
+            return path, generate(path, bloom=bloom, filesystem=fs, parquet_size=size), None
         return path, generate(path, bloom=bloom), None
     except (PmError, OSError) as e:
         return path, None, _one_line(e)
@@ -192,19 +196,48 @@ def _generate_one(job):
         return path, None, f"internal error {type(e).__name__}: {_one_line(e)}"
 
 
+def find_remote_parquet(urls, options):
+    """(filesystem, [(path, size)]): objects named directly, plus every data.parquet below each
+    prefix, sorted; one listing per prefix, whose sizes spare a request per file."""
+    import fsspec
+
+    fs, found = None, []
+    for url in urls:
+        fs, path = fsspec.url_to_fs(url, **(options or {}))
+        listing = fs.find(path, detail=True)
+        if not listing and fs.isfile(path):
+            listing = {path: fs.info(path)}
+        below = {k: v for k, v in listing.items() if k.rsplit("/", 1)[-1] == L.PARQUET_FILE_NAME}
+        if not below and path in listing:
+            below = {path: listing[path]}
+        found += sorted((k, int(v["size"])) for k, v in below.items())
+    return fs, found
+
+
 def cmd_generate(args):
-    files = find_parquet_files(args.paths)
+    bloom = None if args.bloom == "none" else args.bloom
+    options = storage_options(args)
+    if options is not None or any(is_url(p) for p in args.paths):
+        fs, objects = find_remote_parquet(args.paths, options)
+        files = [p for p, _ in objects]
+        jobs = [(p, bloom, fs, size) for p, size in objects]
+    else:
+        files = find_parquet_files(args.paths)
+        jobs = [(f, bloom) for f in files]
     if not files:
         print("qdbpm: error: no Parquet files found (directories are searched for data.parquet)", file=sys.stderr)
         return 1
-    bloom = None if args.bloom == "none" else args.bloom
-    jobs = [(f, bloom) for f in files]
     progress = Progress(len(files))
     failures, total = [], 0
-    workers = args.jobs or min(len(files), os.cpu_count() or 1)
+    remote = len(jobs[0]) > 2
+    # remote generation waits on requests, not a core: threads, several per core
+    workers = args.jobs or (min(len(files), 16) if remote else min(len(files), os.cpu_count() or 1))
     if workers <= 1:
         results = map(_generate_one, jobs)
         pool = None
+    elif remote:
+        pool = ThreadPoolExecutor(max_workers=workers)
+        results = pool.map(_generate_one, jobs)
     else:
         pool = ProcessPoolExecutor(max_workers=workers)
         results = pool.map(_generate_one, jobs, chunksize=max(1, len(jobs) // (workers * 8)))
@@ -225,11 +258,11 @@ def cmd_generate(args):
 
 
 def cmd_prune(args):
-    from ..prune.expr import parse
+    from ..prune.filters import where_text
     from ..table.table import open_table
 
-    pred = parse(args.where)
-    with open_table(args.table_dir) as table:
+    pred = where_text(args.where)
+    with open_table(args.table_dir, storage_options=storage_options(args)) as table:
         t0 = time.perf_counter()
         kept = table.prune(pred)
         elapsed = time.perf_counter() - t0
@@ -291,7 +324,9 @@ def build_parser():
     s.add_argument("paths", nargs="+", metavar="PATH", help="a Parquet file, or a directory (every data.parquet below)")
     s.add_argument("--bloom", choices=["inline", "external", "none"], default="inline",
                    help="copy bloom filters into _pm (inline), reference them (external) or skip them")
-    s.add_argument("--jobs", type=int, default=0, help="worker processes (default: one per core)")
+    s.add_argument("--jobs", type=int, default=0,
+                   help="worker processes (default: one per core; URLs: 16 threads)")
+    add_storage_option(s)
     s.set_defaults(func=cmd_generate)
 
     s = sub.add_parser("inspect", help="show a _pm file: header, columns, snapshots, row groups and stats")
@@ -307,19 +342,23 @@ def build_parser():
 
     s = sub.add_parser("prune", help="row groups of a table that may match a WHERE clause")
     s.add_argument("table_dir", metavar="TABLE_DIR")
-    s.add_argument("--where", required=True, metavar="EXPR", help="SQL WHERE clause, e.g. \"ts >= '2024-01-02' AND x > 5\"")
+    s.add_argument("--where", required=True, metavar="EXPR",
+                   help="SQL WHERE clause, e.g. \"ts >= '2024-01-02' AND x > 5\", or a JSON DNF filter list, "
+                        "e.g. '[[\"x\", \">\", 5]]'")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    add_storage_option(s)
     s.set_defaults(func=cmd_prune)
 
     s = sub.add_parser("scan", help="a query's row groups, exact count, byte ranges or first rows")
     s.add_argument("table", metavar="TABLE", help="a table directory or an fsspec URL (s3://bucket/table)")
-    s.add_argument("--where", metavar="EXPR", help="SQL WHERE clause (default: every row)")
+    s.add_argument("--where", metavar="EXPR", help="SQL WHERE clause or JSON DNF filter list (default: every row)")
     s.add_argument("--columns", metavar="A,B", help="columns to read, comma-separated (default: all)")
     mode = s.add_mutually_exclusive_group()
     mode.add_argument("--count", action="store_true", help="the exact number of matching rows")
     mode.add_argument("--ranges", action="store_true", help="the byte ranges a read fetches, per chunk")
     mode.add_argument("--head", type=_non_negative, metavar="N", help="the first N matching rows")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    add_storage_option(s)
     s.set_defaults(func=cmd_scan)
 
     s = sub.add_parser("demo", help="build a sample table, generate _pm files, prune and read a query")

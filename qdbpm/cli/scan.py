@@ -10,7 +10,9 @@ import sys
 
 import pyarrow as pa
 
+from ..prune.filters import where_text
 from ..table.table import open_table
+from .storage import storage_options
 from .progress import Progress
 
 
@@ -51,8 +53,8 @@ def _print_rows(names, rows, out, width=32):
 
 def run_scan(args):
     columns = None if args.columns is None else [c.strip() for c in args.columns.split(",") if c.strip()]
-    with open_table(args.table) as table:
-        scan = table.scan(args.where, columns, batch_rows=args.head or None)
+    with open_table(args.table, storage_options=storage_options(args)) as table:
+        scan = table.scan(where_text(args.where), columns, batch_rows=args.head or None)
         rgs = scan.row_groups()
         full = int(sum(rgs["full"].to_pylist()))
         if args.count:

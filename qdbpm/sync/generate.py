@@ -25,6 +25,7 @@ from ..parquet.schema import map_schema
 from ..table.ranges import coalesce
 from ..pm.fileops import DEFAULT_OPS, FileOps
 from ..pm.writer import first_chunk_starts, unchanged_row_groups, write_new, write_update
+from .remote import RangeFile, build_and_put, default_pm_object, fetch_object, object_size, reader_for, resolve
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
 _EXACT = decimal.Context(prec=100)
@@ -215,9 +216,10 @@ def _decimal_bytes(arr, width):
     return pa.array(out, pa.binary())
 
 
-def built_blooms(parquet_path, footer, desc: Description, rows, columns, existing: ByteRefs | None,
+def built_blooms(source, footer, desc: Description, rows, columns, existing: ByteRefs | None,
                  *, strict: bool = True) -> ByteRefs:
-    """SBBF bitsets built from the data for (rows x columns) that have none in `existing`.
+    """SBBF bitsets built from the data for (rows x columns) that have none in `existing`;
+    `source` is what pyarrow reads the data from (a path or a binary file object).
 
     strict: a column qdbpm cannot build filters for (nested, BOOLEAN, INT96) is a PmError;
     otherwise (update mode) it is skipped and keeps no filter where the file has none.
@@ -233,7 +235,7 @@ def built_blooms(parquet_path, footer, desc: Description, rows, columns, existin
     todo = [(c, rs) for c, rs in todo if rs]
     if not todo:
         return ByteRefs.from_objects(objs)
-    pf = pq.ParquetFile(parquet_path)
+    pf = pq.ParquetFile(source)
     for c, rs in todo:
         col = desc.columns[c]
         problem = None
@@ -266,36 +268,60 @@ def _column_indices(desc, names):
     return sorted(set(idx))
 
 
-def generate(parquet_path, pm_path=None, *, bloom="inline", bloom_columns=None, ops: FileOps = DEFAULT_OPS) -> int:
+def generate(parquet_path, pm_path=None, *, bloom="inline", bloom_columns=None, ops: FileOps = DEFAULT_OPS,
+             filesystem=None, storage_options=None, parquet_size=None) -> int:
     """Build (or rebuild from scratch) the `_pm` of a Parquet file from its footer.
 
     bloom: "inline" copies the file's split-block filters into the `_pm`, "external" references
     their bitsets inside the Parquet file, None (or "none") leaves them out. bloom_columns: names
     of columns whose filters qdbpm builds from the data (inline, nulls and NaN skipped) in row
     groups where the file has none. Returns the committed size. `ops`: the writer's I/O seam.
+
+    A URL (s3://bucket/day/data.parquet, with `storage_options`) or a path on an fsspec
+    `filesystem` is read by range requests and its `_pm` stored with one PUT (sync/remote.py);
+    `parquet_size`, when known (from a listing), saves the size request.
     """
     bloom = _check_mode(bloom)
+    target = resolve(parquet_path, filesystem, storage_options)
+    if target is not None:
+        fs, path = target
+        size = object_size(fs, path) if parquet_size is None else parquet_size
+        f = RangeFile(reader_for(fs), path, size)
+        desc = _new_description(f, f, path, bloom, bloom_columns)
+        pm_obj = fs._strip_protocol(pm_path) if pm_path else default_pm_object(path)
+        return build_and_put(fs, pm_obj, lambda local: write_new(local, desc, ops=ops))
     pm_path = pm_path or default_pm_path(parquet_path)
     with open(parquet_path, "rb") as f:
+        desc = _new_description(f, parquet_path, os.fspath(parquet_path), bloom, bloom_columns)
+    return write_new(pm_path, desc, ops=ops)
+
+
+def _new_description(f, source, name, bloom, bloom_columns) -> Description:
+    """The Description of a fresh `_pm` for the Parquet file open as `f` (`source`: what pyarrow
+    opens to build filters from the data, the path or `f`)."""
+    try:
         footer = read_footer(f)
-        desc = describe_footer(footer)
-        R, C = desc.chunks.shape
-        blooms = None
-        if bloom is not None:
-            blooms = parquet_blooms(f, footer, range(R), range(C), external=bloom == "external")
+    except ParquetFormatError as e:
+        raise ParquetFormatError(e.args[0] if name in e.args[0] else f"{name}: {e}") from None
+    desc = describe_footer(footer)
+    R, C = desc.chunks.shape
+    blooms = None
+    if bloom is not None:
+        blooms = parquet_blooms(f, footer, range(R), range(C), external=bloom == "external")
     build = _column_indices(desc, bloom_columns or [])
     if build:
         if bloom != "inline":
             raise PmError("bloom_columns builds inline filters; use bloom='inline'")
-        blooms = built_blooms(parquet_path, footer, desc, range(R), build, blooms)
+        blooms = built_blooms(source, footer, desc, range(R), build, blooms)
     if blooms is not None:
         have = set(np.nonzero((blooms.length >= 0).any(axis=0))[0].tolist()) | set(build)
         desc = dataclasses.replace(desc, blooms=blooms, bloom_external=bloom == "external",
                                    bloom_columns=sorted(have))
-    return write_new(pm_path, desc, ops=ops)
+    return desc
 
 
-def update(parquet_path, pm_path=None, *, base_parquet_size=None, ops: FileOps = DEFAULT_OPS) -> int:
+def update(parquet_path, pm_path=None, *, base_parquet_size=None, ops: FileOps = DEFAULT_OPS,
+           filesystem=None, storage_options=None, parquet_size=None) -> int:
     """The Parquet file grew in place: append new / changed blocks and a footer to its `_pm`.
 
     The anchor is the latest snapshot (or the one of `base_parquet_size`). Bloom filters: the
@@ -308,8 +334,25 @@ def update(parquet_path, pm_path=None, *, base_parquet_size=None, ops: FileOps =
     when the footer moved (it is dead once new bytes follow it), plus the TOTAL_COMPRESSED of
     every chunk of a replaced row group (one whose column-0 chunk moved). Bloom filters and page
     indexes of replaced row groups are not counted: the `_pm` does not know their sizes.
+
+    On an object store (a URL or an fsspec `filesystem`, as in `generate`) the stored `_pm` is
+    fetched, the snapshot appended to it, and the whole object stored again with one PUT.
     """
+    target = resolve(parquet_path, filesystem, storage_options)
+    if target is not None:
+        fs, path = target
+        reader = reader_for(fs)
+        size = object_size(fs, path) if parquet_size is None else parquet_size
+        f = RangeFile(reader, path, size)
+        pm_obj = fs._strip_protocol(pm_path) if pm_path else default_pm_object(path)
+        return build_and_put(fs, pm_obj, lambda local: _update(f, f, path, local, base_parquet_size, ops),
+                             start_from=fetch_object(reader, pm_obj))
     pm_path = pm_path or default_pm_path(parquet_path)
+    with open(parquet_path, "rb") as f:
+        return _update(f, parquet_path, os.fspath(parquet_path), pm_path, base_parquet_size, ops)
+
+
+def _update(f, source, name, pm_path, base_parquet_size, ops) -> int:
     with PmFile(pm_path, parquet_size=base_parquet_size) as old:
         old_rows = old.row_group_count
         old_starts = first_chunk_starts(old.chunks)
@@ -318,22 +361,24 @@ def update(parquet_path, pm_path=None, *, base_parquet_size=None, ops: FileOps =
         bloom_cols = [int(c) for c in old.bloom_columns]
         external = bool(old.feature_flags & L.FEATURE_BLOOM_FILTERS_EXTERNAL)
         anchor_size = old.parquet_size
-    with open(parquet_path, "rb") as f:
+    try:
         footer = read_footer(f)
-        mapping = map_schema(footer)
-        desc = describe_footer(footer, mapping)
-        R = desc.row_group_count
-        if R < old_rows:
-            raise PmError(f"{parquet_path} has {R} row groups, fewer than the {old_rows} of the _pm snapshot; "
-                          "removing row groups needs a rewrite (qdbpm.generate)")
-        changed = ~unchanged_row_groups(old_starts, desc.chunks)
-        rows = np.nonzero(changed)[0]
-        blooms = None
-        if bloom_cols:
-            blooms = parquet_blooms(f, footer, rows, bloom_cols, external=external)
+    except ParquetFormatError as e:
+        raise ParquetFormatError(e.args[0] if name in e.args[0] else f"{name}: {e}") from None
+    mapping = map_schema(footer)
+    desc = describe_footer(footer, mapping)
+    R = desc.row_group_count
+    if R < old_rows:
+        raise PmError(f"{name} has {R} row groups, fewer than the {old_rows} of the _pm snapshot; "
+                      "removing row groups needs a rewrite (qdbpm.generate)")
+    changed = ~unchanged_row_groups(old_starts, desc.chunks)
+    rows = np.nonzero(changed)[0]
+    blooms = None
+    if bloom_cols:
+        blooms = parquet_blooms(f, footer, rows, bloom_cols, external=external)
     if bloom_cols and not external:
         # Columns whose filters qdbpm built itself at generation: build them for the new blocks.
-        blooms = built_blooms(parquet_path, footer, desc, rows, bloom_cols, blooms, strict=False)
+        blooms = built_blooms(source, footer, desc, rows, bloom_cols, blooms, strict=False)
     if not mapping.questdb:
         # The old Parquet footer and every replaced chunk are dead bytes now.
         replaced = old_sizes[: old_rows][changed[:old_rows]].sum() if old_rows else 0

@@ -63,8 +63,10 @@ def s3_server():
 
 @pytest.fixture
 def s3_bucket(s3_server):
-    """Name of a new empty bucket on ``s3_server`` (unique per test)."""
-    return s3_server.make_bucket("t-" + uuid.uuid4().hex[:20])
+    """Name of a new empty bucket on ``s3_server`` (unique per test), dropped after it."""
+    name = s3_server.make_bucket("t-" + uuid.uuid4().hex[:20])
+    yield name
+    s3_server.drop_bucket(name)
 
 
 @pytest.fixture

@@ -206,7 +206,9 @@ class SeaweedS3:
             "-master.volumeSizeLimitMB=64",
             "-volume.port=%d" % p["volume"],
             "-volume.port.grpc=%d" % p["volume.grpc"],
-            "-volume.max=16",
+            # SeaweedFS gives every bucket its own collection of volumes: room for the buckets
+            # of one test session (fixtures drop theirs; volumes are sparse files)
+            "-volume.max=128",
             "-volume.preStopSeconds=0",
             "-filer.port=%d" % p["filer"],
             "-filer.port.grpc=%d" % p["filer.grpc"],
@@ -384,6 +386,12 @@ class SeaweedS3:
         if status != 200:
             raise SeaweedS3Error("CreateBucket %s: HTTP %d %r" % (name, status, body[:300]))
         return name
+
+    def drop_bucket(self, name):
+        """Delete a bucket and everything in it (its collection's volumes are freed)."""
+        fs = self.filesystem()
+        if fs.exists(name):
+            fs.rm(name, recursive=True)
 
 
 def _sha256_hex(data):
