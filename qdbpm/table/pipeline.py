@@ -122,7 +122,7 @@ def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=
                 held += nxt.size
                 note("admit", nxt.size)
                 note("decoded", nxt.decoded)
-                pending.append((nxt, [fetcher.submit(_fetch, fs, nxt.path, r, note) for r in nxt.plan.ranges]))
+                pending.append((nxt, [fetcher.submit(_fetch, fs, nxt.path, r, nxt.pm.parquet_size, note) for r in nxt.plan.ranges]))
                 nxt = next(todo, None)
             if not pending:
                 return
@@ -137,7 +137,7 @@ def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=
         fetcher.cancel()
 
 
-def _fetch(fs, path, r, note):
-    out = fetch_range(fs, path, r)
+def _fetch(fs, path, r, size, note):
+    out = fetch_range(fs, path, r, size)
     note("fetched", r.length)
     return out

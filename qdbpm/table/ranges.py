@@ -2,6 +2,12 @@
 
 Planning reads only the chunk records; the Parquet object's size comes from the pinned snapshot,
 never from a listing, and a short read is an error, not a silently shorter result.
+
+A Parquet object replaced after its `_pm` snapshot: through S3Direct (s3.py) every read states the
+snapshot's size and the object's first ETag, so another version is refused. Through another
+fsspec filesystem only what the bytes show is caught: a range reaching past the new end (a
+shorter object) and a footer whose length or magic differ from the snapshot's; a longer object or
+one of the same size can give other bytes unnoticed (then decoding fails, or rows may be wrong).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import numpy as np
 from ..pm import layout as L
 from ..errors import CorruptFileError, StorageError
 from ..parquet.constants import MAGIC
+from .s3 import S3Direct
 
 DEFAULT_MAX_GAP = 64 * 1024  # merge two ranges when fewer bytes than this lie between them
 DEFAULT_MAX_WASTE = 0.05  # ... and the bytes fetched for nothing stay under 5% of the useful ones
@@ -116,8 +123,10 @@ def coalesce(spans, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE, max
     return ranges
 
 
-def _cat(fs, path, start, end):
+def _cat(fs, path, start, end, size=None):
     try:
+        if size is not None and isinstance(fs, S3Direct):  # checks the object's size for free
+            return fs.cat_file(path, start=start, end=end, size=size)
         return fs.cat_file(path, start=start, end=end)
     except StorageError:
         raise
@@ -131,7 +140,7 @@ def fetch_footer(fs, path, pm) -> memoryview:
     [footer offset, Parquet size) (both from `_pm`): the footer, its length and the PAR1 magic,
     which must say what `_pm` does (else the object was replaced: StorageError)."""
     start, n, end = pm.parquet_footer_offset, pm.parquet_footer_length, pm.parquet_size
-    blob = _cat(fs, path, start, end)
+    blob = _cat(fs, path, start, end, end)
     if len(blob) != end - start:
         raise StorageError(f"{path}: asked for the footer bytes [{start}, {end}) and got {len(blob)}; the object "
                            "is shorter than its _pm snapshot says (truncated or replaced)")
@@ -142,7 +151,7 @@ def fetch_footer(fs, path, pm) -> memoryview:
     return memoryview(blob)[:n]
 
 
-def fetch(fs, path, ranges, *, max_workers=8, max_inflight=DEFAULT_MAX_INFLIGHT) -> dict:
+def fetch(fs, path, ranges, *, max_workers=8, max_inflight=DEFAULT_MAX_INFLIGHT, size=None) -> dict:
     """Fetch the ranges concurrently: {(row_group, column): bytes of the chunk}.
 
     Requests go out in waves of at most `max_inflight` bytes, so memory stays bounded by the
@@ -161,15 +170,16 @@ def fetch(fs, path, ranges, *, max_workers=8, max_inflight=DEFAULT_MAX_INFLIGHT)
         waves.append(cur)
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
         for wave in waves:
-            for chunks in pool.map(lambda r: fetch_range(fs, path, r), wave):
+            for chunks in pool.map(lambda r: fetch_range(fs, path, r, size), wave):
                 out.update(chunks)
     return out
 
 
-def fetch_range(fs, path, r) -> dict:
+def fetch_range(fs, path, r, size=None) -> dict:
     """One Range in one request: {(row_group, column): bytes of the chunk} (views of one buffer).
-    A response shorter than asked means the object is not what the `_pm` snapshot describes."""
-    blob = _cat(fs, path, r.start, r.end)
+    A response shorter than asked means the object is not what the `_pm` snapshot describes;
+    `size`: the snapshot's Parquet size, checked where the filesystem tells it for free."""
+    blob = _cat(fs, path, r.start, r.end, size)
     if len(blob) != r.length:
         raise StorageError(f"{path}: asked for bytes [{r.start}, {r.end}) and got {len(blob)}; the "
                            "object is shorter than its _pm snapshot says (truncated or replaced)")

@@ -14,7 +14,15 @@ standard botocore chain (environment, config files, instance roles), resolved pe
 that refreshed credentials are used; they are never logged.
 
 Transient failures (throttling, 5xx, a dropped connection) are retried with exponential backoff;
-what still fails is a StorageError naming the object, the byte range and the answer.
+what still fails is a StorageError naming the object, the byte range and the answer. A server
+that stops answering costs at most ATTEMPTS connect timeouts, not read timeouts.
+
+An object never changes under a reader: the ETag of each object's first listing or response is
+kept (until close()) and every later GET of it sends `If-Match`, so a replaced object answers 412, a
+StorageError, never bytes of another version; a caller that knows the object's size (the `_pm`
+snapshot's) passes `size=` and a first response of another size is refused as well. What stays
+undetectable is a same-size replacement made before the object was first listed or read (a
+table opened with explicit partitions, as a Spark task is, lists nothing).
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 RETRY_STATUS = {429, 500, 502, 503, 504}
 ATTEMPTS = 5  # tries per request, backoff 50 ms x 2^k (+ jitter) between them
 WORKERS = 16  # concurrent requests of one get_many
+CONNECT_TIMEOUT = 10  # seconds to open a connection: a dead server fails fast, per attempt
+READ_TIMEOUT = 60  # seconds without a byte from a connected server
 _UNRESERVED = "-_.~"
 _OPTIONS = {"key", "secret", "token", "client_kwargs", "use_listings_cache", "skip_instance_cache",
             "listings_expiry_time", "max_paths", "use_ssl", "endpoint_url"}
@@ -64,6 +74,7 @@ class S3Direct:
             self._ssl = ssl.create_default_context() if verify else ssl._create_unverified_context()
         self._idle = []  # keep-alive connections not in use; shared by threads, closed by close()
         self._lock = threading.Lock()
+        self._etags = {}  # "bucket/key" -> ETag of its first response: later GETs must match it
         # closes idle connections when this object is collected without close(): no socket leaks
         self._finalizer = weakref.finalize(self, _close_all, self._idle, self._lock)
 
@@ -80,7 +91,7 @@ class S3Direct:
         opts = dict(fs.storage_options)
         ck = dict(opts.get("client_kwargs") or {})
         if set(opts) - _OPTIONS or set(ck) - _CLIENT_KWARGS or fs.anon or fs.requester_pays \
-                or fs.version_aware or fs.config_kwargs or fs.s3_additional_kwargs or fs.session is not None:
+                or fs.version_aware or fs.config_kwargs or fs.s3_additional_kwargs:
             return None
         endpoint = ck.get("endpoint_url") or opts.get("endpoint_url")
         region = ck.get("region_name") or "us-east-1"
@@ -108,8 +119,8 @@ class S3Direct:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return http.client.HTTPSConnection(self.host, timeout=60, context=self._ssl) if self._ssl \
-            else http.client.HTTPConnection(self.host, timeout=60)
+        return http.client.HTTPSConnection(self.host, timeout=CONNECT_TIMEOUT, context=self._ssl) if self._ssl \
+            else http.client.HTTPConnection(self.host, timeout=CONNECT_TIMEOUT)
 
     def _give(self, conn):
         with self._lock:
@@ -119,7 +130,9 @@ class S3Direct:
         conn.close()
 
     def close(self):
-        """Close every idle connection (requests after this open new ones)."""
+        """Close every idle connection (requests after this open new ones) and forget the ETags
+        kept: objects read after this may be newer versions."""
+        self._etags.clear()
         _close_all(self._idle, self._lock)
 
     def _sign(self, path, query, headers):
@@ -143,8 +156,8 @@ class S3Direct:
                                     f"Signature={sig}")
         return headers
 
-    def _request(self, bucket_key, query=None, start=None, end=None, what=None):
-        """(status, body) of one GET, retried on throttling, 5xx and dropped connections."""
+    def _request(self, bucket_key, query=None, start=None, end=None, what=None, if_match=None):
+        """(status, body, response) of one GET, retried on throttling, 5xx and dropped connections."""
         query = query or {}
         path = _quote(f"{self.base}/{bucket_key}")
         target = path + ("?" + "&".join(f"{_quote(k, '')}={_quote(v, '')}" for k, v in sorted(query.items()))
@@ -155,9 +168,14 @@ class S3Direct:
             if attempt:
                 time.sleep(0.05 * 2 ** (attempt - 1) * (1 + random.random()))
             headers = {"range": f"bytes={start}-{end - 1}"} if start is not None else {}
+            if if_match:
+                headers["if-match"] = if_match
             headers = self._sign(path, query, headers)
             conn = self._take()
             try:
+                if conn.sock is None:  # a new connection: connect within CONNECT_TIMEOUT, then read slower
+                    conn.connect()
+                    conn.sock.settimeout(READ_TIMEOUT)
                 conn.request("GET", target, headers=headers)
                 resp = conn.getresponse()
                 body = resp.read()
@@ -177,26 +195,52 @@ class S3Direct:
 
     # -- what Table needs (the fsspec calls it makes, same results) -----------------------------
 
-    def cat_file(self, path, start=None, end=None):
-        """Bytes [start, end) of object `path` ("bucket/key"), or all of it."""
+    def cat_file(self, path, start=None, end=None, *, size=None):
+        """Bytes [start, end) of object `path` ("bucket/key"), or all of it. `size`: the object's
+        size as the caller knows it (e.g. its `_pm` snapshot's); an object of another size is a
+        StorageError. Every read after the object's first sends that answer's ETag (If-Match)."""
         if start is not None and end is not None and end <= start:
             return b""
         rng = None if start is None and end is None else (start or 0, end)
         if rng is not None and rng[1] is None:
             raise ValueError("cat_file: an open-ended range needs an end")
         what = f"s3://{path}" + (f" bytes [{rng[0]}, {rng[1]})" if rng else "")
-        status, body, _ = self._request(path, start=rng[0] if rng else None, end=rng[1] if rng else None,
-                                        what=what)
+        pinned = self._etags.get(path)
+        status, body, resp = self._request(path, start=rng[0] if rng else None, end=rng[1] if rng else None,
+                                           what=what, if_match=pinned and f'"{pinned}"')
         if status == 404:  # as s3fs says it, so callers treat a missing object alike on either path
             raise FileNotFoundError(f"{what}: no such object (HTTP 404 {_error_code(body)})")
+        if status == 412:
+            raise StorageError(f"{what}: the object changed since it was first read (ETag {pinned} no longer "
+                               "matches, HTTP 412); it was replaced, so its _pm snapshot no longer describes it")
         if status == 416:
             raise StorageError(f"{what}: the object ends before the range (HTTP 416); it is shorter than its "
                                "_pm snapshot says, or was replaced")
         if status not in (200, 206):
             raise StorageError(f"{what}: HTTP {status} {_error_code(body)}")
+        self._check_version(path, what, resp, status, size)
         if rng is not None and status == 200:  # a server that ignored Range: cut it here
             body = body[rng[0]:rng[1]]
         return body
+
+    def _check_version(self, path, what, resp, status, size):
+        """Keep the first ETag of `path`; refuse an answer of another ETag (a server that ignored
+        If-Match, or a concurrent first read that saw another version) or of another total size."""
+        etag = _etag(resp.getheader("etag") or "")
+        if etag:
+            kept = self._etags.setdefault(path, etag)  # atomic: concurrent first reads agree on one
+            if kept != etag:
+                raise StorageError(f"{what}: the object changed while it was read (ETag {etag}, first read "
+                                   f"{kept}); it was replaced, so its _pm snapshot no longer describes it")
+        if size is None:
+            return
+        if status == 206:
+            total = (resp.getheader("content-range") or "").rpartition("/")[2]
+        else:
+            total = resp.getheader("content-length")
+        if total and total.isdigit() and int(total) != size:
+            raise StorageError(f"{what}: the object is {int(total)} bytes, its _pm snapshot says {size}; it was "
+                               "replaced or rewritten since the snapshot")
 
     def cat(self, paths, on_error="raise"):
         """{path: bytes} of whole objects, fetched concurrently."""
@@ -224,7 +268,12 @@ class S3Direct:
             except ET.ParseError as e:
                 raise StorageError(f"s3://{bucket}/{prefix}: listing is not XML: {e}") from None
             ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
-            out += [f"{bucket}/{k.text}" for k in root.iter(f"{ns}Key") if k.text]
+            for c in root.iter(f"{ns}Contents"):
+                key, etag = c.findtext(f"{ns}Key"), c.findtext(f"{ns}ETag")
+                if key:
+                    out.append(f"{bucket}/{key}")
+                    if etag:  # a listed object is pinned from here: replaced after it, it is refused
+                        self._etags.setdefault(f"{bucket}/{key}", _etag(etag))
             truncated = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
             token = root.findtext(f"{ns}NextContinuationToken")
             if not truncated:
@@ -241,6 +290,11 @@ def _close_all(idle, lock):
         conns, idle[:] = list(idle), []
     for c in conns:
         c.close()
+
+
+def _etag(value) -> str:
+    """An ETag without its quotes (listings and GET answers may quote it differently)."""
+    return value.strip().removeprefix("W/").strip('"')
 
 
 def _error_code(body) -> str:

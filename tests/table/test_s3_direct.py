@@ -29,10 +29,14 @@ def objects(s3_server, s3_bucket):
 
 def test_from_fsspec_takes_only_what_it_reproduces(s3_server):
     assert isinstance(S3Direct.from_fsspec(s3_server.filesystem()), S3Direct)
+    used = s3_server.filesystem()
+    used.ls("")  # connected: s3fs has made its own session by now, which is not the user's
+    assert isinstance(S3Direct.from_fsspec(used), S3Direct)
     opts = s3_server.storage_options()
     for changed in [{"anon": True}, {"config_kwargs": {"max_pool_connections": 3}}, {"requester_pays": True},
                     {"s3_additional_kwargs": {"ServerSideEncryption": "AES256"}}, {"version_aware": True},
                     {"client_kwargs": {"region_name": "us-east-1"}},  # no endpoint: AWS proper, s3fs's
+                    {"session": object()},  # the user's own aiobotocore session
                     {"client_kwargs": dict(opts["client_kwargs"], proxies={"http": "x"})}]:
         assert S3Direct.from_fsspec(s3fs.S3FileSystem(**dict(opts, **changed))) is None, changed
 
