@@ -1,16 +1,22 @@
-"""Spark, same run: the `qdbpm` data source vs spark.read.parquet on a selective query.
+"""Spark, same run: the `qdbpm` data source vs spark.read.parquet on a selective query, and
+distributed `_pm` generation (qdbpm.spark.generate) vs the CLI's `qdbpm generate --jobs 2`.
 
-    python benchmarks/compare_spark.py [--days 30]
+    python benchmarks/compare_spark.py [--days 30] [--gen-days 240]
 
-Reports rows, row groups read (qdbpm: logged by its tasks; Spark: row groups in the files it
+Query: rows, row groups read (qdbpm: logged by its tasks; Spark: row groups in the files it
 scans, as its own row-group skipping happens inside the Parquet reader and is not reported),
 bytes (qdbpm: chunk bytes fetched; Spark: its scan's "size of files read" metric, or the size of
 the files it scans when the metric is not reported) and wall time.
+
+Generate: files per second over the same local files (every `_pm` removed before each run),
+the driver's listing included; --gen-days 0 skips it.
 """
 
 import argparse
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,10 +53,40 @@ def scan_metric(df, name):
     return sum(found) if found else None
 
 
+def remove_pms(root):
+    for d, _, names in os.walk(root):
+        if "_pm" in names:
+            os.remove(os.path.join(d, "_pm"))
+
+
+def compare_generate(spark, work, days, repeat):
+    """{runner: median files per second} of generating every `_pm` of `days` partitions."""
+    root = os.path.join(work, "gen")
+    paths = build_trades(root, days=days, rows_per_day=12_000, row_group=1_000)
+    cli = [os.path.join(os.path.dirname(sys.executable), "qdbpm"), "generate", "--jobs", "2", root]
+    res = {}
+    for name in ("qdbpm generate --jobs 2", "qdbpm.spark.generate"):
+        times = []
+        for _ in range(repeat):
+            remove_pms(root)
+            t0 = time.perf_counter()
+            if name.startswith("qdbpm.spark"):
+                rows = qs.generate(spark, root).collect()
+                assert len(rows) == len(paths) and all(r.error is None for r in rows), rows[:3]
+            else:
+                subprocess.run(cli, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # no progress lines
+            times.append(time.perf_counter() - t0)
+            assert all(os.path.exists(os.path.join(os.path.dirname(p), "_pm")) for p in paths)
+        res[name] = len(paths) / statistics.median(times)
+    shutil.rmtree(root)
+    return len(paths), res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--gen-days", type=int, default=240, help="partitions for the generate comparison (0: skip)")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -92,6 +128,7 @@ def main():
                 rgs = total_rgs
                 nbytes = scan_metric(df, "filesSize") or sum(os.path.getsize(p) for p in paths)
             res[name] = (rows, rgs, nbytes, statistics.median(times))
+        gen = compare_generate(spark, work, args.gen_days, args.repeat) if args.gen_days else None
     finally:
         spark.stop()
     print(f"table: {len(paths)} partitions, {total_rgs} row groups; query: {WHERE}")
@@ -101,6 +138,12 @@ def main():
     q, s = res["qdbpm data source"], res["spark.read.parquet"]
     print(f"ratios spark/qdbpm: row groups {s[1] / max(q[1], 1):.0f}x, bytes {(s[2] or 0) / max(q[2], 1):.0f}x, "
           f"wall {s[3] / q[3]:.2f}x")
+    if gen:
+        n, rates = gen
+        print(f"\ngenerate: {n} files (local, 12,000 rows and 12 row groups each), median of {args.repeat}")
+        for name, rate in rates.items():
+            print(f"{name:<26}{rate:>9.1f} files/s")
+        print(f"ratio spark/cli: {rates['qdbpm.spark.generate'] / rates['qdbpm generate --jobs 2']:.2f}x")
 
 
 if __name__ == "__main__":

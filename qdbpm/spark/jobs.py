@@ -1,87 +1,177 @@
 """Distributed `_pm` work with PySpark: generation and pruning with mapInArrow, and a
-pandas_udf counting surviving row groups."""
+pandas_udf counting surviving row groups.
+
+Local paths and object-store URLs (s3://...) alike: the driver lists once, and each task gets
+its share of that listing (Parquet sizes, partition paths) plus the `storage_options` to build
+its own filesystem from, so executors never list. The per-task work is in module-level
+functions: a task's closure then pickles a reference to them, not their code.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
 
+import fsspec
 import pyarrow as pa
+from fsspec.implementations.local import LocalFileSystem
+
+from ..errors import PmError
+from ..meta import open as open_pm
+from ..pm import layout as L
+from ..pm.fileops import FileOps
+from ..pm.reader import PmFile
+from ..prune.filters import as_predicate
+from ..sync.generate import default_pm_path, generate as generate_one
+from ..sync.remote import default_pm_object
+from ..table.table import Table, open_table
 
 GENERATE_SCHEMA = "parquet_path string, pm_path string, pm_size long, row_groups int, error string"
 PRUNE_SCHEMA = "partition string, row_group int, num_rows long"
+_GENERATE_TYPES = (pa.string(), pa.string(), pa.int64(), pa.int32(), pa.string())
+_GENERATE_NAMES = ("parquet_path", "pm_path", "pm_size", "row_groups", "error")
 
 
-def generate(spark, parquet_paths, *, bloom="inline", files_per_task=16):
-    """`_pm` generation for many files with mapInArrow; a bad file is a row with `error` set."""
-    paths = [os.fspath(p) for p in parquet_paths]
-    n = max(1, min(len(paths), (len(paths) + files_per_task - 1) // files_per_task))
-    df = spark.createDataFrame([(p,) for p in paths], "parquet_path string").repartition(n)
+def generate(spark, paths_or_root, *, storage_options=None, bloom="inline", files_per_task=16):
+    """`_pm` generation for many Parquet files with mapInArrow; a bad file is a row with `error`
+    set, the others are generated.
 
-    def gen(batches):
-        from qdbpm.errors import PmError
-        from qdbpm.sync.generate import default_pm_path, generate as gen_one
-        from qdbpm.meta import open as open_pm
-
-        for batch in batches:
-            rows = []
-            for p in batch.column(0).to_pylist():
-                pm_path = default_pm_path(p)
-                try:
-                    size = gen_one(p, bloom=bloom)
-                    with open_pm(pm_path) as pm:
-                        rows.append((p, pm_path, size, pm.row_group_count, None))
-                except (PmError, OSError) as e:
-                    rows.append((p, pm_path, None, None, str(e).replace("\n", " ")))
-            yield pa.RecordBatch.from_arrays(
-                [pa.array([r[k] for r in rows], t) for k, t in
-                 enumerate((pa.string(), pa.string(), pa.int64(), pa.int32(), pa.string()))],
-                names=["parquet_path", "pm_path", "pm_size", "row_groups", "error"])
-
-    return df.mapInArrow(gen, GENERATE_SCHEMA)
+    paths_or_root: a list of Parquet paths / URLs, or one root (a local directory or a URL prefix
+    such as s3://bucket/table) whose every `data.parquet` below it is generated; a remote root is
+    listed once by the driver and its object sizes travel with the paths."""
+    files = _listing(paths_or_root, storage_options)
+    n = max(1, min(len(files), (len(files) + files_per_task - 1) // files_per_task))
+    df = spark.createDataFrame(files, "parquet_path string, parquet_size long").repartition(n)
+    return df.mapInArrow(functools.partial(_generate_task, bloom=bloom, storage_options=storage_options),
+                         GENERATE_SCHEMA)
 
 
-def prune(spark, table_root, predicate, *, partitions_per_task=64):
-    """Surviving (partition, row_group, num_rows) of a table, partitions spread over executors.
+def _listing(paths_or_root, storage_options) -> list:
+    """[(path or URL, size or None)] of the Parquet files to generate, listed once."""
+    if not isinstance(paths_or_root, (str, os.PathLike)):
+        return [(os.fspath(p), None) for p in paths_or_root]
+    root = os.fspath(paths_or_root)
+    if storage_options is not None or "://" in root:
+        fs, base = fsspec.url_to_fs(root, **(storage_options or {}))
+        if not isinstance(fs, LocalFileSystem):
+            base = base.rstrip("/")
+            try:
+                found = fs.find(base, detail=True)
+            except OSError as e:
+                raise PmError(f"cannot list {root!r}: {e}") from e
+            out = [(fs.unstrip_protocol(p), int(info["size"])) for p, info in sorted(found.items())
+                   if p.rsplit("/", 1)[-1] == L.PARQUET_FILE_NAME]
+            if not out:
+                raise PmError(f"no {L.PARQUET_FILE_NAME} under {root!r}")
+            return out
+        root = base
+    if not os.path.isdir(root):
+        raise PmError(f"root {root!r} is not a directory")
+    out = []
+    for d, dirs, names in os.walk(root):
+        dirs.sort()
+        if L.PARQUET_FILE_NAME in names:
+            out.append((os.path.join(d, L.PARQUET_FILE_NAME), None))
+    if not out:
+        raise PmError(f"no {L.PARQUET_FILE_NAME} under {root!r}")
+    return out
 
-    The predicate travels pickled in the task closure; each task opens its `_pm` files."""
-    from ..prune.filters import as_predicate
-    from ..table.table import find_partitions
 
+class _Committed(FileOps):
+    """The writer's I/O seam noting the row-group count of the `_pm` it commits, read from the
+    finished local file (a remote `_pm` is built locally, then PUT): the stored object is never
+    fetched back."""
+
+    row_groups = None
+
+    def replace(self, src, dst):
+        super().replace(src, dst)
+        with PmFile(dst) as pm:
+            self.row_groups = pm.row_group_count
+
+
+def _generate_task(batches, *, bloom, storage_options):
+    """One task: generate its share of (parquet_path, parquet_size), one output row per file."""
+    for batch in batches:
+        rows = []
+        for path, size in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
+            pm_path = None
+            try:
+                fs, stripped = _resolve(path, storage_options)
+                ops = _Committed()
+                if fs is None:
+                    pm_path = default_pm_path(stripped)
+                    pm_size = generate_one(stripped, bloom=bloom, ops=ops)
+                else:
+                    pm_path = fs.unstrip_protocol(default_pm_object(stripped))
+                    pm_size = generate_one(stripped, bloom=bloom, ops=ops, filesystem=fs, parquet_size=size)
+                rows.append((path, pm_path, pm_size, ops.row_groups, None))
+            except (PmError, OSError) as e:  # StorageError is both
+                rows.append((path, pm_path, None, None, str(e).replace("\n", " ")))
+        yield pa.RecordBatch.from_arrays([pa.array([r[k] for r in rows], t) for k, t in enumerate(_GENERATE_TYPES)],
+                                         names=list(_GENERATE_NAMES))
+
+
+def _resolve(path, storage_options):
+    """(filesystem or None for a local file, path on it). A new filesystem per file: an s3fs
+    filesystem holds a session after its first PUT, and S3Direct.from_fsspec then declines it,
+    so a reused one would read every later file through s3fs instead of the lean client."""
+    if storage_options is None and "://" not in path:
+        return None, path
+    fs, stripped = fsspec.url_to_fs(path, **dict(storage_options or {}, skip_instance_cache=True))
+    return (None, stripped) if isinstance(fs, LocalFileSystem) else (fs, stripped)
+
+
+def prune(spark, root, predicate, *, storage_options=None, partitioning="hive", partitions_per_task=64):
+    """Surviving (partition, row_group, num_rows) of a table, partitions spread over executors:
+    equal to `open_table(root, storage_options=..., partitioning=...).prune(predicate)`.
+
+    The driver lists the partitions once and types their hive keys over the whole table; each
+    task opens only its share's `_pm` (fetched in one batch for a remote table), with the same
+    key types. The predicate travels pickled in the task closure."""
     predicate = as_predicate(predicate)
-    root = os.fspath(table_root)
-    parts = find_partitions(root)
+    root = os.fspath(root)
+    with open_table(root, storage_options=storage_options, partitioning=partitioning) as t:
+        parts = t.partitions
+        remote = t.filesystem is not None
+        if not remote:
+            root = t.root  # a file:// URL, resolved
+        # A share typed on its own could infer other key types ("1" alone is an int, with "x"
+        # a string): the whole table's schema goes with every share.
+        keys = t.hive.schema if t.hive is not None else None
     n = max(1, (len(parts) + partitions_per_task - 1) // partitions_per_task)
     df = spark.createDataFrame([(p,) for p in parts], "partition string").repartition(n)
+    return df.mapInArrow(functools.partial(_prune_task, root=root, predicate=predicate, keys=keys, remote=remote,
+                                           storage_options=storage_options), PRUNE_SCHEMA)
 
-    def run(batches):
-        from qdbpm.table.table import Table
 
-        for batch in batches:
-            names = batch.column(0).to_pylist()
-            if not names:
-                continue
-            t = Table(root, partitions=names)
-            try:
-                kept = t.prune(predicate)
-            finally:
-                t.close()
-            yield from kept.to_batches()
-
-    return df.mapInArrow(run, PRUNE_SCHEMA)
+def _prune_task(batches, *, root, predicate, keys, remote, storage_options):
+    """One task: prune its share of the partitions, opening only their `_pm`."""
+    for batch in batches:
+        names = batch.column(0).to_pylist()
+        if not names:
+            continue
+        if not remote:
+            t = Table(root, partitions=names, partitioning=keys)
+        else:
+            fs, path = fsspec.url_to_fs(root, **(storage_options or {}))
+            t = Table(path, fs, partitions=names, partitioning=keys)
+        try:
+            kept = t.prune(predicate)
+        finally:
+            t.close()
+        yield from kept.to_batches()
 
 
 def surviving_row_groups_udf(predicate):
     """A scalar pandas_udf: a column of `_pm` paths -> how many row groups may match `predicate`."""
+    # Imported on use: pandas and pyspark.sql.functions are needed by this helper alone.
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
-
-    from ..prune.filters import as_predicate
 
     pred = as_predicate(predicate)
 
     def surviving(paths):
-        from qdbpm.meta import open as open_pm
-
         out = []
         for p in paths:
             with open_pm(p) as pm:
