@@ -165,30 +165,14 @@ def cmd_verify(args):
     return 1 if bad else 0
 
 
-def find_parquet_files(paths):
-    """Files named directly, plus every data.parquet below each directory, sorted."""
-    out = []
-    for p in paths:
-        if os.path.isdir(p):
-            found = []
-            for root, dirs, files in os.walk(p):
-                dirs.sort()
-                if L.PARQUET_FILE_NAME in files:
-                    found.append(os.path.join(root, L.PARQUET_FILE_NAME))
-            out.extend(sorted(found))
-        else:
-            out.append(p)
-    return out
-
-
 def _generate_one(job):
     from ..sync.generate import generate
 
-    path, bloom, *remote = job  # remote: (filesystem, Parquet size from the listing)
+    path, bloom, *remote = job  # remote: (storage options, Parquet size from the listing)
     try:
         if remote:
-            fs, size = remote
-            return path, generate(path, bloom=bloom, filesystem=fs, parquet_size=size), None
+            options, size = remote
+            return path, generate(path, bloom=bloom, storage_options=options, parquet_size=size), None
         return path, generate(path, bloom=bloom), None
     except (PmError, OSError) as e:
         return path, None, _one_line(e)
@@ -196,40 +180,21 @@ def _generate_one(job):
         return path, None, f"internal error {type(e).__name__}: {_one_line(e)}"
 
 
-def find_remote_parquet(urls, options):
-    """(filesystem, [(path, size)]): objects named directly, plus every data.parquet below each
-    prefix, sorted; one listing per prefix, whose sizes spare a request per file."""
-    import fsspec
-
-    fs, found = None, []
-    for url in urls:
-        fs, path = fsspec.url_to_fs(url, **(options or {}))
-        listing = fs.find(path, detail=True)
-        if not listing and fs.isfile(path):
-            listing = {path: fs.info(path)}
-        below = {k: v for k, v in listing.items() if k.rsplit("/", 1)[-1] == L.PARQUET_FILE_NAME}
-        if not below and path in listing:
-            below = {path: listing[path]}
-        found += sorted((k, int(v["size"])) for k, v in below.items())
-    return fs, found
-
-
 def cmd_generate(args):
+    from ..sync.remote import find_parquet
+
     bloom = None if args.bloom == "none" else args.bloom
     options = storage_options(args)
-    if options is not None or any(is_url(p) for p in args.paths):
-        fs, objects = find_remote_parquet(args.paths, options)
-        files = [p for p, _ in objects]
-        jobs = [(p, bloom, fs, size) for p, size in objects]
-    else:
-        files = find_parquet_files(args.paths)
-        jobs = [(f, bloom) for f in files]
-    if not files:
+    try:
+        objects = find_parquet(args.paths, options)
+    except PmError:
         print("qdbpm: error: no Parquet files found (directories are searched for data.parquet)", file=sys.stderr)
         return 1
+    files = [p for p, _ in objects]
+    remote = options is not None or any(is_url(p) for p in files)
+    jobs = [(p, bloom, options, size) for p, size in objects] if remote else [(p, bloom) for p in files]
     progress = Progress(len(files))
     failures, total = [], 0
-    remote = len(jobs[0]) > 2
     # remote generation waits on requests, not a core: threads, several per core
     workers = args.jobs or (min(len(files), 16) if remote else min(len(files), os.cpu_count() or 1))
     if workers <= 1:

@@ -14,7 +14,6 @@ import os
 
 import fsspec
 import pyarrow as pa
-from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import PmError
 from ..meta import open as open_pm
@@ -23,7 +22,7 @@ from ..pm.fileops import FileOps
 from ..pm.reader import PmFile
 from ..prune.filters import as_predicate
 from ..sync.generate import default_pm_path, generate as generate_one
-from ..sync.remote import default_pm_object
+from ..sync.remote import default_pm_object, find_parquet, resolve
 from ..table.table import Table, open_table
 
 GENERATE_SCHEMA = "parquet_path string, pm_path string, pm_size long, row_groups int, error string"
@@ -39,42 +38,14 @@ def generate(spark, paths_or_root, *, storage_options=None, bloom="inline", file
     paths_or_root: a list of Parquet paths / URLs, or one root (a local directory or a URL prefix
     such as s3://bucket/table) whose every `data.parquet` below it is generated; a remote root is
     listed once by the driver and its object sizes travel with the paths."""
-    files = _listing(paths_or_root, storage_options)
+    if isinstance(paths_or_root, (str, os.PathLike)):  # a root: listed once, by the driver
+        files = find_parquet(paths_or_root, storage_options)
+    else:  # the files themselves: no listing
+        files = [(os.fspath(p), None) for p in paths_or_root]
     n = max(1, min(len(files), (len(files) + files_per_task - 1) // files_per_task))
     df = spark.createDataFrame(files, "parquet_path string, parquet_size long").repartition(n)
     return df.mapInArrow(functools.partial(_generate_task, bloom=bloom, storage_options=storage_options),
                          GENERATE_SCHEMA)
-
-
-def _listing(paths_or_root, storage_options) -> list:
-    """[(path or URL, size or None)] of the Parquet files to generate, listed once."""
-    if not isinstance(paths_or_root, (str, os.PathLike)):
-        return [(os.fspath(p), None) for p in paths_or_root]
-    root = os.fspath(paths_or_root)
-    if storage_options is not None or "://" in root:
-        fs, base = fsspec.url_to_fs(root, **(storage_options or {}))
-        if not isinstance(fs, LocalFileSystem):
-            base = base.rstrip("/")
-            try:
-                found = fs.find(base, detail=True)
-            except OSError as e:
-                raise PmError(f"cannot list {root!r}: {e}") from e
-            out = [(fs.unstrip_protocol(p), int(info["size"])) for p, info in sorted(found.items())
-                   if p.rsplit("/", 1)[-1] == L.PARQUET_FILE_NAME]
-            if not out:
-                raise PmError(f"no {L.PARQUET_FILE_NAME} under {root!r}")
-            return out
-        root = base
-    if not os.path.isdir(root):
-        raise PmError(f"root {root!r} is not a directory")
-    out = []
-    for d, dirs, names in os.walk(root):
-        dirs.sort()
-        if L.PARQUET_FILE_NAME in names:
-            out.append((os.path.join(d, L.PARQUET_FILE_NAME), None))
-    if not out:
-        raise PmError(f"no {L.PARQUET_FILE_NAME} under {root!r}")
-    return out
 
 
 class _Committed(FileOps):
@@ -92,12 +63,19 @@ class _Committed(FileOps):
 
 def _generate_task(batches, *, bloom, storage_options):
     """One task: generate its share of (parquet_path, parquet_size), one output row per file."""
+    filesystems = {}  # protocol -> the task's one filesystem for it, from the storage options
     for batch in batches:
         rows = []
         for path, size in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
             pm_path = None
             try:
-                fs, stripped = _resolve(path, storage_options)
+                proto = path.split("://", 1)[0] if "://" in path else None
+                target = None
+                if proto is not None or storage_options is not None:
+                    if proto not in filesystems:
+                        filesystems[proto] = fsspec.url_to_fs(path, **(storage_options or {}))[0]
+                    target = resolve(path, filesystems[proto])
+                fs, stripped = (None, path) if target is None else target
                 ops = _Committed()
                 if fs is None:
                     pm_path = default_pm_path(stripped)
@@ -110,16 +88,6 @@ def _generate_task(batches, *, bloom, storage_options):
                 rows.append((path, pm_path, None, None, str(e).replace("\n", " ")))
         yield pa.RecordBatch.from_arrays([pa.array([r[k] for r in rows], t) for k, t in enumerate(_GENERATE_TYPES)],
                                          names=list(_GENERATE_NAMES))
-
-
-def _resolve(path, storage_options):
-    """(filesystem or None for a local file, path on it). A new filesystem per file: an s3fs
-    filesystem holds a session after its first PUT, and S3Direct.from_fsspec then declines it,
-    so a reused one would read every later file through s3fs instead of the lean client."""
-    if storage_options is None and "://" not in path:
-        return None, path
-    fs, stripped = fsspec.url_to_fs(path, **dict(storage_options or {}, skip_instance_cache=True))
-    return (None, stripped) if isinstance(fs, LocalFileSystem) else (fs, stripped)
 
 
 def prune(spark, root, predicate, *, storage_options=None, partitioning="hive", partitions_per_task=64):

@@ -19,7 +19,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
-from ..errors import StorageError
+from ..errors import PmError, StorageError
 from ..table.s3 import S3Direct
 
 
@@ -130,3 +130,45 @@ def fetch_object(reader, path) -> bytes:
         raise
     except OSError as e:
         raise StorageError(f"{path}: cannot fetch: {e}") from e
+
+
+def find_parquet(paths, storage_options=None) -> list:
+    """[(path or URL, size or None)] of the Parquet files `paths` name, sorted per entry: a file
+    (local path or URL) as given, a directory or URL prefix as every `data.parquet` below it. A
+    URL (or any path with `storage_options`) is listed once through fsspec, and the listing's
+    sizes come along (None for local files, which are stat'ed when opened). The one listing rule
+    of the CLI's and Spark's generate."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out = []
+    for p in paths:
+        text = os.fspath(p)
+        target = resolve(text, None, storage_options)
+        if target is None:
+            local = text.split("://", 1)[1] if text.startswith("file://") else text
+            if os.path.isdir(local):
+                found = []
+                for d, dirs, names in os.walk(local):
+                    dirs.sort()
+                    if L.PARQUET_FILE_NAME in names:
+                        found.append((os.path.join(d, L.PARQUET_FILE_NAME), None))
+                out += sorted(found)
+            else:
+                out.append((local, None))
+            continue
+        fs, base = target
+        base = base.rstrip("/")
+        try:
+            listing = fs.find(base, detail=True)
+        except OSError as e:
+            raise StorageError(f"{text}: cannot list: {e}") from e
+        below = {k: v for k, v in listing.items() if k.rsplit("/", 1)[-1] == L.PARQUET_FILE_NAME}
+        if not below and base in listing:  # the URL names one object
+            below = {base: listing[base]}
+        if not below and not listing:
+            raise FileNotFoundError(f"{text}: no such object or prefix")
+        out += sorted((fs.unstrip_protocol(k), int(v["size"])) for k, v in below.items())
+    if not out:
+        raise PmError(f"no Parquet files found under {[os.fspath(p) for p in paths]} "
+                      f"(directories are searched for {L.PARQUET_FILE_NAME})")
+    return out

@@ -63,7 +63,7 @@ def test_generate_reports_a_bad_object_and_goes_on(s3_server, s3_bucket, tmp_pat
     fs.pipe_file(f"{s3_bucket}/t/b/data.parquet", b"not parquet")
     out = run("generate", f"s3://{s3_bucket}/t", *options(s3_server))
     assert out.returncode == 1
-    assert "generated 1 of 2" in out.stdout and f"FAIL {s3_bucket}/t/b/data.parquet" in out.stdout
+    assert "generated 1 of 2" in out.stdout and f"FAIL s3://{s3_bucket}/t/b/data.parquet" in out.stdout
     assert fs.exists(f"{s3_bucket}/t/a/_pm") and not fs.exists(f"{s3_bucket}/t/b/_pm")
 
 
