@@ -7,10 +7,18 @@ meaning it reproduces exactly, and hands the rest back for Spark to evaluate.
 
 from __future__ import annotations
 
-from ..prune import expr as E
+import datetime as dt
+
+from pyspark.sql import datasource as D
+
 from ..pm import layout as L
 from ..pm import qdb_types as Q
+from ..prune import expr as E
+from ..prune import residual as R
 from .types import spark_field
+
+_SIMPLE = {D.EqualTo: "==", D.GreaterThan: ">", D.GreaterThanOrEqual: ">=", D.LessThan: "<",
+           D.LessThanOrEqual: "<="}
 
 
 def exact_type(pm, name) -> bool:
@@ -28,31 +36,36 @@ def exact_type(pm, name) -> bool:
 
 
 def _literal(v):
-    import datetime as dt
-
     if isinstance(v, dt.datetime) and v.tzinfo is None:
         return v.astimezone(dt.timezone.utc)  # PySpark hands naive datetimes in the worker's local time
     return v
 
 
 def convert_filter(f, pm):
+    """The qdbpm expression with exactly the Spark SQL meaning of `f` on the file columns of `pm`
+    (comparisons, <=>, IN, IS [NOT] NULL, NOT), or None: then Spark keeps the filter. The data
+    source itself converts with `to_expression`, which also knows its key columns and prefixes."""
+    columns = {n: spark_field(pm, c)[0] if exact_type(pm, n) else None for c, n in enumerate(pm.column_names)}
+    return to_expression(f, columns, prefixes=False)
+
+
+def to_expression(f, columns, *, prefixes=True):
     """The qdbpm expression with exactly the Spark SQL meaning of `f` (Kleene logic included), or
-    None when there is none: then Spark keeps the filter and evaluates it itself."""
-    from pyspark.sql import datasource as D
+    None when there is none: then Spark keeps the filter and evaluates it itself.
+
+    columns: {name: Spark DDL type when comparisons on it are exact, else None} (file and key
+    columns alike). prefixes: convert StringStartsWith on string columns (Spark compares UTF-8
+    bytes, as pyarrow's starts_with does; null stays null)."""
 
     def name_of(attr):
         name = ".".join(attr)
-        if name not in pm.column_names:
-            return None
-        return name if exact_type(pm, name) else None
+        return name if columns.get(name) is not None else None
 
     # Spark hands a conjunction as a list and pushes no OR: leaves and NOT are all there is.
     if isinstance(f, D.Not):
-        inner = convert_filter(f.child, pm)
+        inner = to_expression(f.child, columns, prefixes=prefixes)
         return None if inner is None else ~inner  # every converted form is null exactly when SQL's is
-    simple = {D.EqualTo: "==", D.GreaterThan: ">", D.GreaterThanOrEqual: ">=", D.LessThan: "<",
-              D.LessThanOrEqual: "<="}
-    for cls, op in simple.items():
+    for cls, op in _SIMPLE.items():
         if isinstance(f, cls):
             n = name_of(f.attribute)
             if n is None or f.value is None:
@@ -74,7 +87,12 @@ def convert_filter(f, pm):
         return terms[0] if len(terms) == 1 else E.Or(terms)
     if isinstance(f, (D.IsNull, D.IsNotNull)):
         n = ".".join(f.attribute)
-        if n not in pm.column_names:
+        if n not in columns:
             return None
         return E.IsNull(n) if isinstance(f, D.IsNull) else E.IsNotNull(n)
+    if prefixes and isinstance(f, D.StringStartsWith):
+        n = name_of(f.attribute)
+        if n is None or columns[n] != "string" or not isinstance(f.value, str):
+            return None
+        return R.StartsWith(R.Ref(n), f.value)  # prunes as the byte range [prefix, next prefix)
     return None

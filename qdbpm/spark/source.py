@@ -1,118 +1,230 @@
-"""The Python data source `qdbpm`: spark.read.format("qdbpm").load(table_root), with filter
-pushdown (spark.sql.python.filterPushdown.enabled) and reads of only the surviving chunks."""
+"""The Python data source `qdbpm`: spark.read.format("qdbpm").options(**storage_options)
+.load(table_root), with filter pushdown (spark.sql.python.filterPushdown.enabled) and reads of
+only the surviving chunks.
+
+The driver lists, opens and prunes once per query: pushFilters and partitions() run on one
+reader in one planning worker, which keeps the open Table (never pickled to executors). Each
+task receives its plan: per partition the `_pm` bytes, its row groups and their byte ranges
+(ranges.plan, the scan's coalescing rule), so a task fetches and decodes only those ranges and
+never lists the table or fetches a `_pm`.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 
+import fsspec
 import numpy as np
+import pyarrow as pa
+from fsspec.implementations.local import LocalFileSystem
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from ..errors import PmError
+from ..meta import ParquetMeta
 from ..prune import expr as E
-from .filters import convert_filter
-from .types import spark_field, to_spark_arrow
+from ..prune.arrow import filter_table
+from ..table.decode import decode_partition
+from ..table.ranges import DEFAULT_MAX_GAP, fetch_range, plan
+from ..table.table import Table
+from .filters import exact_type, to_expression
+from .types import ddl_of, key_schema, spark_field, to_spark_arrow
+
+# Options of the data source itself; every other option is an fsspec storage option.
+RESERVED_OPTIONS = ("path", "max_gap", "num_partitions", "audit_dir")
+_TEXT_OPTIONS = ("key", "secret", "token", "profile")  # credentials: text as given, never parsed
+FETCH_WORKERS = 8  # concurrent range requests per task
+_CLIENT_KWARGS = {"endpoint_url": "endpoint_url", "region": "region_name"}
+
+
+def user_options(options) -> dict:
+    """The options the user gave (keys lowercased, as Spark treats them). CREATE TABLE ...
+    OPTIONS: the catalog prefixes them with `option.` and adds table properties (owner,
+    provider, ...) that are no options of ours."""
+    options = {k.lower(): v for k, v in dict(options).items()}
+    if any(k.startswith("option.") for k in options):
+        options = {k[len("option."):]: v for k, v in options.items() if k.startswith("option.")} | \
+            ({"path": options.get("path") or options["location"]} if {"path", "location"} & set(options) else {})
+    return options
+
+
+def storage_options(options) -> dict:
+    """The fsspec storage options of data source `options`: `endpoint_url` and `region` go to
+    client_kwargs (endpoint_url, region_name), JSON-looking values are parsed (true, 5,
+    {...}), anything else is passed as is; the reserved options are left out."""
+    out, client = {}, {}
+    for k, v in user_options(options).items():
+        if k in RESERVED_OPTIONS:
+            continue
+        if k not in _TEXT_OPTIONS and isinstance(v, str):
+            try:
+                v = json.loads(v)
+            except ValueError:
+                pass
+        if k in _CLIENT_KWARGS:
+            client[_CLIENT_KWARGS[k]] = v
+        else:
+            out[k] = v
+    if client:
+        out["client_kwargs"] = {**out.get("client_kwargs", {}), **client}
+    return out
 
 
 def _filesystem(options):
-    """fsspec filesystem from data source options (local when no endpoint / protocol is given)."""
-    import fsspec
+    """(fsspec filesystem or None for a local table, root) of the data source's `path`."""
+    root = user_options(options).get("path")
+    if not root:
+        raise PmError("the qdbpm data source needs a path: .load(table_root) or OPTIONS (path '...'); options "
+                      f"given: {sorted(options)}")  # names only: values may be credentials
+    if root.startswith("file:") and not root.startswith("file://"):
+        root = root[len("file:"):]  # a catalog table's location, qualified by Spark as file:/path
+    if "://" not in root and "::" not in root:
+        return None, root
+    fs, root = fsspec.url_to_fs(root, **storage_options(options))
+    return (None, root) if isinstance(fs, LocalFileSystem) else (fs, root)
 
-    if options.get("endpoint_url") or str(options.get("path", "")).startswith("s3://"):
-        import s3fs
 
-        return s3fs.S3FileSystem(key=options.get("key"), secret=options.get("secret"),
-                                 client_kwargs={"endpoint_url": options.get("endpoint_url"),
-                                                "region_name": options.get("region", "us-east-1")},
-                                 use_listings_cache=False, skip_instance_cache=True)
-    return fsspec.filesystem("file")
+def open_table(options) -> Table:
+    """The data source's table: listed once, hive keys typed as Spark infers them."""
+    fs, root = _filesystem(options)
+    with Table(root, fs, partitioning=None) as listing:
+        names = listing.partitions
+    if not names:
+        raise PmError(f"no partitions (directories with a _pm) under {user_options(options).get('path')!r}")
+    return Table(root, fs, partitions=names, partitioning=key_schema(names))
 
 
-def _is_remote(options):
-    return bool(options.get("endpoint_url")) or str(options.get("path", "")).startswith("s3://")
+def _key_fields(t, pm):
+    """[(name, Arrow type)] of the table's hive keys not shadowed by a file column of `pm`."""
+    if t.hive is None:
+        return []
+    return [(f.name, f.type) for f in t.hive.schema if f.name not in pm.column_names]
 
 
 class QdbpmPartition(InputPartition):
     def __init__(self, work):
         super().__init__(work)
-        self.work = work  # [(partition, [row groups])]
+        # [(partition, pm_path, pm bytes, parquet_size, parquet_path, {key: pa.Scalar},
+        #   [(row groups, columns, full, ranges.Plan)])]
+        self.work = work
 
 
 class QdbpmReader(DataSourceReader):
     def __init__(self, options, schema):
-        self.options = dict(options)
-        self.root = self.options["path"]
-        self.fields = None
+        self.options = user_options(options)
+        self.root = self.options.get("path")
+        self.schema_names = [f.name for f in schema.fields]
         self.predicate = None
-        self.max_gap = int(self.options.get("max_gap", 64 * 1024))
+        self.max_gap = int(self.options.get("max_gap", DEFAULT_MAX_GAP))
         self.num_partitions = int(self.options.get("num_partitions", 0))
+        self._table = None
 
-    def _table(self):
-        from qdbpm.table.table import open_table
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_table"] = None  # the driver's open table stays on the driver
+        return state
 
-        return open_table(self.root, _filesystem(self.options) if _is_remote(self.options) else None)
+    def table(self) -> Table:
+        if self._table is None:
+            self._table = open_table(self.options)
+        return self._table
 
     def pushFilters(self, filters):
-        with self._table() as t:
-            pm = t.meta(t.partitions[0])
-            accepted = []
-            for f in filters:
-                e = convert_filter(f, pm)
-                if e is None:
-                    yield f
-                else:
-                    accepted.append(e)
-        if accepted:
-            self.predicate = accepted[0] if len(accepted) == 1 else E.And(tuple(accepted))
+        t = self.table()
+        pm = t.meta(t.partitions[0])
+        columns = {n: spark_field(pm, c)[0] if exact_type(pm, n) else None for c, n in enumerate(pm.column_names)}
+        for name, at in _key_fields(t, pm):
+            ddl = ddl_of(at)
+            columns[name] = None if ddl == "double" else ddl  # double: NaN sorts above every number
+        accepted = []
+        for f in filters:
+            e = to_expression(f, columns)
+            if e is None:
+                yield f
+            else:
+                accepted.append(e)
+        # Replaced, never merged: a reader Spark hands a second time must not keep an older query's filters.
+        self.predicate = None if not accepted else accepted[0] if len(accepted) == 1 else E.And(tuple(accepted))
 
     def partitions(self):
-        with self._table() as t:
-            if self.predicate is not None:
-                masks = t.prune_masks(self.predicate)
-            else:
-                masks = {p: np.ones(t.meta(p).row_group_count, bool) for p in t.partitions}
-            items = []
-            for p in t.partitions:
+        t = self.table()
+        try:
+            rows = t.scan(self.predicate).row_groups()
+            pred_names = set() if self.predicate is None else self.predicate.columns()
+            items, shares = [], {}
+            for p, rg, full in zip(*(rows.column(c).to_pylist() for c in ("partition", "row_group", "full"))):
                 pm = t.meta(p)
-                for r in np.nonzero(masks[p])[0]:
-                    if int(pm.num_rows[r]):
-                        items.append((int(pm.chunks["total_compressed"][r].sum()), p, int(r)))
-        self.surviving = len(items)
-        n = self.num_partitions or max(1, min(len(items), 2 * (os.cpu_count() or 1)))
-        # Largest first into the lightest bin: input partitions balanced by bytes.
-        bins = [[0, {}] for _ in range(n)]
-        for size, p, r in sorted(items, reverse=True):
-            b = min(bins, key=lambda x: x[0])
-            b[0] += size
-            b[1].setdefault(p, []).append(r)
-        return [QdbpmPartition([(p, sorted(rs)) for p, rs in sorted(b[1].items())]) for b in bins if b[1]] \
-            or [QdbpmPartition([])]
+                if p not in shares:
+                    want = [pm.column_index(n) for n in self.schema_names if n in pm.column_names]
+                    extra = [c for c, n in enumerate(pm.column_names) if n in pred_names and c not in want]
+                    shares[p] = (pm, want, extra)
+                _, want, extra = shares[p]
+                cols = want if full or self.predicate is None else want + extra
+                items.append((int(pm.chunks["total_compressed"][rg, cols].sum()) if cols else 0, p, rg, full))
+            n = self.num_partitions or max(1, min(len(items), 2 * (os.cpu_count() or 1)))
+            # Largest first into the lightest bin: input partitions balanced by bytes.
+            bins = [[0, {}] for _ in range(n)]
+            for size, p, rg, full in sorted(items, reverse=True):
+                b = min(bins, key=lambda x: x[0])
+                b[0] += size
+                b[1].setdefault(p, []).append((rg, full))
+            self.surviving = len(items)
+            return [QdbpmPartition([self._work(t, p, shares[p], sorted(rgs)) for p, rgs in sorted(b[1].items())])
+                    for b in bins if b[1]] or [QdbpmPartition([])]
+        finally:
+            t.close()  # planning is over: tasks read from their plans alone
+            self._table = None
+
+    def _work(self, t, p, share, rgs):
+        """One partition's share of a task: its `_pm` bytes, key values and byte-range plans."""
+        pm, want, extra = share
+        steps = []
+        for full in (True, False):
+            sel = [rg for rg, f in rgs if f == full]
+            if not sel:
+                continue
+            exact = full or self.predicate is None
+            cols = want if exact else want + extra
+            steps.append((sel, cols, exact, plan(pm, sel, cols, max_gap=self.max_gap,
+                                                 avoid=extra if exact else ())))
+        keys = {}
+        if t.hive is not None:
+            pos = t.partitions.index(p)
+            keys = {name: t.hive.values.column(name)[pos] for name, _ in _key_fields(t, pm)}
+        return (p, pm.path, bytes(pm.buffer), pm.parquet_size, t.parquet_path(p), keys, steps)
 
     def read(self, partition):
-        from qdbpm.prune.arrow import filter_table
-        from qdbpm.table.decode import read_partition
-
-        import fsspec
-
-        fs = _filesystem(self.options) if _is_remote(self.options) else fsspec.filesystem("file")
+        if not partition.work:
+            return
         audit = self.options.get("audit_dir")  # where each task logs the row groups it read
-        with self._table() as t:
-            for p, rgs in partition.work:
+        fs, root = _filesystem(self.options)
+        # A task's share: no listing; its reads go through the table's io (S3Direct for s3fs).
+        with Table(root, fs, partitions=[w[0] for w in partition.work], partitioning=None) as t, \
+                ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="qdbpm-task") as pool:
+            io = t.data_filesystem
+            for p, pm_path, pm_bytes, parquet_size, parquet_path, keys, steps in partition.work:
                 if audit:
-                    import uuid
-
                     with open(os.path.join(audit, uuid.uuid4().hex), "w") as f:
-                        f.write("".join(f"{p}\t{r}\n" for r in rgs))
-                pm = t.meta(p)
-                fields = [(n, spark_field(pm, pm.column_index(n))) for n in self.schema_names]
-                need = list(self.schema_names)
-                cols = [pm.column_index(n) for n in need]
-                tbl = read_partition(pm, fs, t.parquet_path(p), rgs, cols, self.max_gap)  # _pm types: Spark's own mapping
-                if tbl is None:
-                    continue
-                tbl = to_spark_arrow(tbl, fields)
-                if self.predicate is not None:
-                    tbl = filter_table(tbl, self.predicate)  # Spark does not re-check accepted filters
-                yield from tbl.to_batches()
+                        f.write("".join(f"{p}\t{r}\n" for s in steps for r in s[0]))
+                with ParquetMeta(pm_path, parquet_size=parquet_size, data=pm_bytes) as pm:
+                    for rgs, cols, exact, pl in steps:
+                        blobs = {}
+                        # the snapshot's size travels with each read: a replaced object is refused
+                        for chunks in pool.map(lambda r: fetch_range(io, parquet_path, r, parquet_size), pl.ranges):
+                            blobs.update(chunks)
+                        tbl = decode_partition(pm, rgs, cols, blobs, pl.all_null)
+                        yield from self._batches(pm, tbl, keys, cols, exact)
+
+    def _batches(self, pm, tbl, keys, cols, exact):
+        names = [pm.column_names[c] for c in cols]
+        tbl = to_spark_arrow(tbl, [(n, spark_field(pm, pm.column_index(n))) for n in names])
+        for name, value in keys.items():
+            tbl = tbl.append_column(pa.field(name, value.type), pa.repeat(value, tbl.num_rows))
+        if not exact:
+            tbl = filter_table(tbl, self.predicate)  # Spark does not re-check accepted filters
+        yield from tbl.select(self.schema_names).to_batches()
 
 
 class QdbpmDataSource(DataSource):
@@ -120,26 +232,24 @@ class QdbpmDataSource(DataSource):
     def name(cls):
         return "qdbpm"
 
-    def _pm(self):
-        from qdbpm.table.table import open_table
-
-        t = open_table(self.options["path"], _filesystem(self.options) if _is_remote(self.options) else None)
-        return t
-
     def schema(self):
-        with self._pm() as t:
+        with open_table(self.options) as t:
             pm = t.meta(t.partitions[0])
             parts = []
             for c, n in enumerate(pm.column_names):
                 f = spark_field(pm, c)
                 if f is not None:
                     parts.append(f"`{n}` {f[0]}")
+            parts += [f"`{n}` {ddl_of(at)}" for n, at in _key_fields(t, pm)]
         return ", ".join(parts)
 
     def reader(self, schema):
-        r = QdbpmReader(self.options, schema)
-        r.schema_names = [f.name for f in schema.fields]
-        return r
+        return QdbpmReader(self.options, schema)
+
+    def writer(self, schema, overwrite):
+        from .writer import QdbpmWriter  # on use: writer.py imports storage_options from this module
+
+        return QdbpmWriter(self.options, schema, overwrite)
 
 
 def register(spark):

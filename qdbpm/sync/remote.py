@@ -20,6 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
 from ..errors import PmError, StorageError
+from ..table.table import HIDDEN_PREFIXES, is_hidden
 from ..table.s3 import S3Direct
 
 
@@ -149,7 +150,7 @@ def find_parquet(paths, storage_options=None) -> list:
             if os.path.isdir(local):
                 found = []
                 for d, dirs, names in os.walk(local):
-                    dirs.sort()
+                    dirs[:] = sorted(x for x in dirs if not x.startswith(HIDDEN_PREFIXES))  # staging areas
                     if L.PARQUET_FILE_NAME in names:
                         found.append((os.path.join(d, L.PARQUET_FILE_NAME), None))
                 out += sorted(found)
@@ -162,7 +163,8 @@ def find_parquet(paths, storage_options=None) -> list:
             listing = fs.find(base, detail=True)
         except OSError as e:
             raise StorageError(f"{text}: cannot list: {e}") from e
-        below = {k: v for k, v in listing.items() if k.rsplit("/", 1)[-1] == L.PARQUET_FILE_NAME}
+        below = {k: v for k, v in listing.items() if k.rsplit("/", 1)[-1] == L.PARQUET_FILE_NAME
+                 and not is_hidden(k[len(base):].strip("/"))}
         if not below and base in listing:  # the URL names one object
             below = {base: listing[base]}
         if not below and not listing:

@@ -159,13 +159,13 @@ def fetch(fs, path, ranges, *, max_workers=8, max_inflight=DEFAULT_MAX_INFLIGHT,
     snapshot describes: StorageError.
     """
     out = {}
-    waves, cur, size = [], [], 0
+    waves, cur, inflight = [], [], 0
     for r in ranges:
-        if cur and size + r.length > max_inflight:
+        if cur and inflight + r.length > max_inflight:
             waves.append(cur)
-            cur, size = [], 0
+            cur, inflight = [], 0
         cur.append(r)
-        size += r.length
+        inflight += r.length
     if cur:
         waves.append(cur)
     with ThreadPoolExecutor(max_workers=max_workers) as pool:

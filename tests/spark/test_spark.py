@@ -139,3 +139,27 @@ def test_filter_pushdown_accepts_only_exact_filters(spark, trades):
         assert qs.convert_filter(D.Not(D.In(("qty",), (1, 2))), pm) is not None
         assert qs.convert_filter(D.StringStartsWith(("sym",), "S"), pm) is None
         assert qs.convert_filter(D.EqualTo(("nope",), 1), pm) is None
+
+
+def test_sql_temporary_view_and_the_catalog_table_limit(spark, trades, tmp_path):
+    """From Spark SQL: a temporary view USING qdbpm answers as spark.read.parquet does; a catalog
+    table is created, but PySpark 4.3 gives its reader no options, so reading it is a clear error
+    naming the missing path (docs/api.md, the data source's known limits)."""
+    qs.register(spark)
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW qv USING qdbpm OPTIONS (path '{trades}')")
+    theirs = spark.read.option("recursiveFileLookup", "true").parquet(trades)
+    theirs.createOrReplaceTempView("pv")
+    for q in ("qty > 10 AND sym = 'S1'", "note IS NULL"):
+        cols = "sym, qty, note"
+        a = sorted(map(repr, spark.sql(f"SELECT {cols} FROM qv WHERE {q}").collect()))
+        b = sorted(map(repr, spark.sql(f"SELECT {cols} FROM pv WHERE {q}").collect()))
+        assert a == b and a, q
+    copy = str(tmp_path / "copy")  # the catalog table gets its own copy: DROP TABLE may delete
+    shutil.copytree(trades, copy)
+    spark.sql("DROP TABLE IF EXISTS qt")
+    spark.sql(f"CREATE TABLE qt USING qdbpm OPTIONS (path '{copy}')")
+    try:
+        with pytest.raises(Exception, match="needs a path"):
+            spark.sql("SELECT count(*) FROM qt").collect()
+    finally:
+        spark.sql("DROP TABLE IF EXISTS qt")

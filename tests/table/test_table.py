@@ -102,3 +102,23 @@ def test_prune_cli(tmp_path):
     p = subprocess.run([sys.executable, "-m", "qdbpm.cli", "prune", str(tmp_path), "--where", "ts > '2024-01-03T18:00:00'"],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 0 and "kept 1 of 12 row groups" in p.stdout
+
+
+def test_hidden_directories_are_never_partitions(tmp_path):
+    """Directories starting with '.' or '_' (a writer's staging area) are skipped by the listing
+    of partitions and of Parquet files to generate, as pyarrow.dataset's ignore_prefixes do."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from qdbpm.sync.generate import generate
+    from qdbpm.sync.remote import find_parquet
+    from qdbpm.table.table import find_partitions, is_hidden
+
+    for rel in ["day=1", "_staging/job/day=2", ".hidden/day=3", "day=4/_tmp"]:
+        d = tmp_path / rel
+        d.mkdir(parents=True)
+        pq.write_table(pa.table({"a": [1, 2]}), d / "data.parquet")
+        generate(str(d / "data.parquet"))
+    assert find_partitions(str(tmp_path)) == ["day=1"]
+    assert [p for p, _ in find_parquet(str(tmp_path))] == [str(tmp_path / "day=1" / "data.parquet")]
+    assert is_hidden("_staging/x/_pm") and is_hidden("a/.b/_pm") and not is_hidden("a=1/_pm")
