@@ -11,15 +11,12 @@ never lists the table or fetches a `_pm`.
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-import fsspec
 import numpy as np
 import pyarrow as pa
-from fsspec.implementations.local import LocalFileSystem
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..errors import PmError
@@ -30,65 +27,16 @@ from ..table.decode import decode_partition
 from ..table.ranges import DEFAULT_MAX_GAP, fetch_range, plan
 from ..table.table import Table
 from .filters import exact_type, to_expression
+from .options import table_location, user_options
+from .writer import QdbpmWriter
 from .types import ddl_of, key_schema, spark_field, to_spark_arrow
 
-# Options of the data source itself; every other option is an fsspec storage option.
-RESERVED_OPTIONS = ("path", "max_gap", "num_partitions", "audit_dir")
-_TEXT_OPTIONS = ("key", "secret", "token", "profile")  # credentials: text as given, never parsed
 FETCH_WORKERS = 8  # concurrent range requests per task
-_CLIENT_KWARGS = {"endpoint_url": "endpoint_url", "region": "region_name"}
-
-
-def user_options(options) -> dict:
-    """The options the user gave (keys lowercased, as Spark treats them). CREATE TABLE ...
-    OPTIONS: the catalog prefixes them with `option.` and adds table properties (owner,
-    provider, ...) that are no options of ours."""
-    options = {k.lower(): v for k, v in dict(options).items()}
-    if any(k.startswith("option.") for k in options):
-        options = {k[len("option."):]: v for k, v in options.items() if k.startswith("option.")} | \
-            ({"path": options.get("path") or options["location"]} if {"path", "location"} & set(options) else {})
-    return options
-
-
-def storage_options(options) -> dict:
-    """The fsspec storage options of data source `options`: `endpoint_url` and `region` go to
-    client_kwargs (endpoint_url, region_name), JSON-looking values are parsed (true, 5,
-    {...}), anything else is passed as is; the reserved options are left out."""
-    out, client = {}, {}
-    for k, v in user_options(options).items():
-        if k in RESERVED_OPTIONS:
-            continue
-        if k not in _TEXT_OPTIONS and isinstance(v, str):
-            try:
-                v = json.loads(v)
-            except ValueError:
-                pass
-        if k in _CLIENT_KWARGS:
-            client[_CLIENT_KWARGS[k]] = v
-        else:
-            out[k] = v
-    if client:
-        out["client_kwargs"] = {**out.get("client_kwargs", {}), **client}
-    return out
-
-
-def _filesystem(options):
-    """(fsspec filesystem or None for a local table, root) of the data source's `path`."""
-    root = user_options(options).get("path")
-    if not root:
-        raise PmError("the qdbpm data source needs a path: .load(table_root) or OPTIONS (path '...'); options "
-                      f"given: {sorted(options)}")  # names only: values may be credentials
-    if root.startswith("file:") and not root.startswith("file://"):
-        root = root[len("file:"):]  # a catalog table's location, qualified by Spark as file:/path
-    if "://" not in root and "::" not in root:
-        return None, root
-    fs, root = fsspec.url_to_fs(root, **storage_options(options))
-    return (None, root) if isinstance(fs, LocalFileSystem) else (fs, root)
 
 
 def open_table(options) -> Table:
     """The data source's table: listed once, hive keys typed as Spark infers them."""
-    fs, root = _filesystem(options)
+    fs, root = table_location(options)
     with Table(root, fs, partitioning=None) as listing:
         names = listing.partitions
     if not names:
@@ -199,7 +147,7 @@ class QdbpmReader(DataSourceReader):
         if not partition.work:
             return
         audit = self.options.get("audit_dir")  # where each task logs the row groups it read
-        fs, root = _filesystem(self.options)
+        fs, root = table_location(self.options)
         # A task's share: no listing; its reads go through the table's io (S3Direct for s3fs).
         with Table(root, fs, partitions=[w[0] for w in partition.work], partitioning=None) as t, \
                 ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="qdbpm-task") as pool:
@@ -247,7 +195,6 @@ class QdbpmDataSource(DataSource):
         return QdbpmReader(self.options, schema)
 
     def writer(self, schema, overwrite):
-        from .writer import QdbpmWriter  # on use: writer.py imports storage_options from this module
 
         return QdbpmWriter(self.options, schema, overwrite)
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import qdbpm
-from qdbpm.spark.source import storage_options
+from qdbpm.spark.options import storage_options
 from qdbpm.spark.types import ddl_of, key_schema
 from qdbpm.sync.generate import generate
 
