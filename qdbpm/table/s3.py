@@ -239,7 +239,8 @@ class S3Direct:
         else:
             total = resp.getheader("content-length")
         if total and total.isdigit() and int(total) != size:
-            raise StorageError(f"{what}: the object is {int(total)} bytes, its _pm snapshot says {size}; it was "
+            raise StorageError(f"{what}: the object is {int(total)} bytes, "
+                               f"{'shorter' if int(total) < size else 'longer'} than its _pm snapshot says ({size}); it was "
                                "replaced or rewritten since the snapshot")
 
     def cat(self, paths, on_error="raise"):
