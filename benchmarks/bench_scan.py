@@ -23,10 +23,24 @@ def _queries():
     return {"selective": D.predicate_sql(lo, hi), "time_range": TIME_RANGE.format(D.ts_literal(lo), D.ts_literal(hi))}
 
 
-class ScanTable:
-    """Table.scan(...).count() / to_table() / to_dataset() over 1,000 partitions."""
+class _Bench:
+    """What every class here shares: a timeout that covers building a 1,000-partition dataset, and
+    a teardown that closes what setup opened (the attribute `handle` names), also when setup failed
+    before opening it."""
 
     timeout = 600
+    handle = "table"
+
+    def teardown(self, *params):
+        h = getattr(self, self.handle, None)
+        if h is not None:
+            h.close()
+
+
+class _TableQuery(_Bench):
+    """The 1,000-partition table under each query. One setup_cache for every subclass: asv keys
+    the cache by where setup_cache is defined, so it builds the table once for all of them."""
+
     params = ["selective", "time_range"]
     param_names = ["query"]
 
@@ -36,13 +50,15 @@ class ScanTable:
     def setup(self, query):
         self.root = D.table_dir()
         self.sql = _queries()[query]
+
+
+class ScanTable(_TableQuery):
+    """Table.scan(...).count() / to_table() / to_dataset() over 1,000 partitions."""
+
+    def setup(self, query):
+        super().setup(query)
         self.table = qdbpm.open_table(self.root)
         self.table.scan(self.sql).count()  # map every _pm, decode the stats the query needs
-
-    def teardown(self, query):
-        t = getattr(self, "table", None)
-        if t is not None:
-            t.close()
 
     def time_count_open(self, query):
         self.table.scan(self.sql).count()
@@ -64,39 +80,27 @@ class ScanTable:
             con.close()
 
 
-class DuckDBTable:
+class DuckDBTable(_TableQuery):
     """DuckDB over the same 1,000 files with the same predicate (its metadata cache on, warmed)."""
 
-    timeout = 600
-    params = ["selective", "time_range"]
-    param_names = ["query"]
-
-    def setup_cache(self):
-        D.table_dir()
+    handle = "con"
 
     def setup(self, query):
-        files = sorted(glob.glob(os.path.join(D.table_dir(), "*", "data.parquet")))
+        super().setup(query)
+        files = sorted(glob.glob(os.path.join(self.root, "*", "data.parquet")))
         self.con = duckdb.connect()
         self.con.execute("SET parquet_metadata_cache = true")
         self.src = f"read_parquet({files!r})"
-        self.sql = _queries()[query]
         self.time_count()
-
-    def teardown(self, query):
-        con = getattr(self, "con", None)
-        if con is not None:
-            con.close()
 
     def time_count(self, query=None):
         self.con.execute(f"SELECT count(*) FROM {self.src} WHERE {self.sql}").fetchall()
 
 
-class PruneKeys:
+class PruneKeys(_Bench):
     """A predicate on a hive key (`day = '...'`) over 1,000 `day=YYYY-MM-DD` partitions, after
     open: the keys decide before any `_pm` is opened (issue goal: under 1 ms). Each call asks for
     another day, so nothing is answered from a previous call's work."""
-
-    timeout = 600
 
     def setup_cache(self):
         D.hive_table_dir()
@@ -105,9 +109,6 @@ class PruneKeys:
         self.table = qdbpm.open_table(D.hive_table_dir())
         self.days = [p.split("=", 1)[1] for p in self.table.partitions]
         self.i = 0
-
-    def teardown(self):
-        self.table.close()
 
     def time_prune_one_day(self):
         self.i = (self.i + 1) % len(self.days)

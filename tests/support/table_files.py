@@ -1,6 +1,6 @@
-"""Partitioned test tables: pyarrow-written day partitions, upload to an object store, and a
-filesystem wrapper that records every byte-range request (what a reader fetched), and DuckDB's
-answer over the same files."""
+"""Partitioned test tables: pyarrow-written day partitions, upload to an object store, two
+filesystem wrappers that record what a reader fetched (every byte-range request; every path
+fetched or opened), and DuckDB's answer over the same files."""
 
 import decimal
 import os
@@ -27,6 +27,34 @@ class CountingFS:
 
     def __getattr__(self, name):
         return getattr(self.fs, name)
+
+
+class RecordingFS:
+    """An fsspec filesystem that records every path it fetches or opens."""
+
+    def __init__(self, fs):
+        self.fs = fs
+        self.paths = []
+
+    def cat(self, path, *args, **kwargs):
+        self.paths.extend([path] if isinstance(path, str) else path)
+        return self.fs.cat(path, *args, **kwargs)
+
+    def cat_file(self, path, *args, **kwargs):
+        self.paths.append(path)
+        return self.fs.cat_file(path, *args, **kwargs)
+
+    def open(self, path, *args, **kwargs):
+        self.paths.append(path)
+        return self.fs.open(path, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.fs, name)
+
+    def pm_partitions(self, root) -> set:
+        base = self.fs._strip_protocol(root).rstrip("/")
+        return {os.path.relpath(os.path.dirname(self.fs._strip_protocol(p)), base).replace(os.sep, "/")
+                for p in self.paths if p.endswith("/_pm")}
 
 
 def pyarrow_partition(path, day, rows=800, rg=100):
