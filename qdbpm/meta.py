@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from .errors import PredicateError, StorageError
+from .errors import PredicateError
 from .pm import layout as L
 from .pm.reader import PmFile
 from .prune.bind import bind
@@ -22,6 +22,7 @@ from .prune.filters import as_predicate
 from .prune.rules import classify as classify_bound, evaluate
 from .prune.stats import KIND_ANYSIGN, KIND_INT, KIND_UINT, Schema, column_stats
 from .prune.timestamp import timestamp_find, timestamp_range
+from .storage.objects import cat
 
 __all__ = ["ParquetMeta", "open"]
 
@@ -159,11 +160,5 @@ def open(pm_path, *, parquet_size=None, verify=True, filesystem=None) -> Parquet
 
     With an fsspec `filesystem` the file is fetched in one request and read from memory."""
     if filesystem is not None:
-        try:
-            data = filesystem.cat_file(pm_path)
-        except FileNotFoundError:
-            raise
-        except OSError as e:
-            raise StorageError(f"{pm_path}: cannot fetch: {e}") from e
-        return ParquetMeta(pm_path, parquet_size=parquet_size, verify=verify, data=data)
+        return ParquetMeta(pm_path, parquet_size=parquet_size, verify=verify, data=cat(filesystem, pm_path))
     return ParquetMeta(pm_path, parquet_size=parquet_size, verify=verify)

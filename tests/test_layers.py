@@ -9,10 +9,11 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "qdbpm"
 # Layer of each top-level part of the package, bottom up: a module imports only its own part or
-# lower ones (pm is the format everything reads; parquet maps footers into it; bloom's header
-# reader is Parquet's; sync reuses table's byte ranges; the CLI demo runs Spark).
-LAYER = {"errors": 0, "pm": 1, "parquet": 2, "bloom": 3, "prune": 4, "meta": 5, "table": 6, "sync": 7,
-         "spark": 8, "cli": 9, "__init__": 10}
+# lower ones (storage reaches object stores for everyone above; pm is the format everything reads;
+# parquet maps footers into it; bloom's header reader is Parquet's; sync reuses table's byte ranges;
+# the CLI demo runs Spark).
+LAYER = {"errors": 0, "storage": 1, "pm": 2, "parquet": 3, "bloom": 4, "prune": 5, "meta": 6, "table": 7,
+         "sync": 8, "spark": 9, "cli": 10, "__init__": 11}
 MAX_LINES = 500
 LONG_OK = {"parquet/_thrift.pyx"}  # the Thrift kernel: one flat parser, measured as a unit
 

@@ -48,8 +48,9 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..errors import PmError, StorageError
+from ..errors import PmError
 from ..pm import layout as L
+from ..storage.objects import storage_errors
 from ..sync.append import append
 from ..sync.generate import generate
 from ..table.partitioning import NULL_FALLBACK
@@ -154,8 +155,9 @@ class QdbpmWriter(DataSourceArrowWriter):
                 partition = self._partition(key)
                 target = self._join(fs, self._job_dir(fs, root), task, partition)
                 if fs is not None:
-                    _put(fs, os.path.join(local, L.PARQUET_FILE_NAME), f"{target}/{L.PARQUET_FILE_NAME}")
-                    _put(fs, os.path.join(local, STAGED_PM), f"{target}/{STAGED_PM}")
+                    for name in (L.PARQUET_FILE_NAME, STAGED_PM):
+                        _store(f"{target}/{name}: cannot store", fs.put_file, os.path.join(local, name),
+                               f"{target}/{name}")
                 staged.append((partition, target, st[4]))
             return QdbpmCommitMessage(staged)
         finally:
@@ -242,11 +244,9 @@ class QdbpmWriter(DataSourceArrowWriter):
             except OSError:
                 pass
             return
-        try:
-            if fs.exists(job):
-                fs.rm(job, recursive=True)
-        except OSError as e:
-            raise StorageError(f"{job}: cannot remove the staged objects: {e}") from e
+        what = f"{job}: cannot remove the staged objects"
+        if _store(what, fs.exists, job):
+            _store(what, lambda: fs.rm(job, recursive=True))
 
     def _publish(self, fs, root, partition, dirs, exists):
         """Publish one partition's staged files: data first, then its `_pm`. Rows for an existing
@@ -270,20 +270,21 @@ class QdbpmWriter(DataSourceArrowWriter):
             os.replace(bpm, pm)
             return
         if not rest:  # server-side copies, no data through the driver
-            _copy(fs, f"{dirs[0]}/{L.PARQUET_FILE_NAME}", data)
-            _copy(fs, f"{dirs[0]}/{STAGED_PM}", pm)
+            for name, dst in ((L.PARQUET_FILE_NAME, data), (STAGED_PM, pm)):
+                _store(f"{dst}: cannot copy from {dirs[0]}/{name}", fs.copy, f"{dirs[0]}/{name}", dst)
             return
         with tempfile.TemporaryDirectory(prefix="qdbpm-commit-") as tmp:
             ldata, lpm = os.path.join(tmp, L.PARQUET_FILE_NAME), os.path.join(tmp, L.PM_FILE_NAME)
-            _get(fs, data if exists else f"{dirs[0]}/{L.PARQUET_FILE_NAME}", ldata)
-            _get(fs, pm if exists else f"{dirs[0]}/{STAGED_PM}", lpm)
+            sources = (data, pm) if exists else (f"{dirs[0]}/{L.PARQUET_FILE_NAME}", f"{dirs[0]}/{STAGED_PM}")
+            for src, local in zip(sources, (ldata, lpm)):
+                _store(f"{src}: cannot fetch", fs.get_file, src, local)
             rows = self._rows(fs, rest, tmp)
             if exists:
                 append(ldata, rows, lpm)  # the old bytes stay as they are: older snapshots still read
             else:
                 self._merge(ldata, lpm, rows)
-            _put(fs, ldata, data)
-            _put(fs, lpm, pm)
+            for local, dst in ((ldata, data), (lpm, pm)):  # data first
+                _store(f"{dst}: cannot store", fs.put_file, local, dst)
 
     def _merge(self, data, pm, rows):
         """A new partition from several tasks: rows appended to the first task's file, and one
@@ -300,7 +301,8 @@ class QdbpmWriter(DataSourceArrowWriter):
                 tables.append(pq.read_table(os.path.join(d, L.PARQUET_FILE_NAME)))
             else:
                 piece = os.path.join(tmp, f"piece{len(tables)}.parquet")
-                _get(fs, f"{d}/{L.PARQUET_FILE_NAME}", piece)
+                src = f"{d}/{L.PARQUET_FILE_NAME}"
+                _store(f"{src}: cannot fetch", fs.get_file, src, piece)
                 tables.append(pq.read_table(piece))
         return pa.concat_tables(tables)
 
@@ -348,30 +350,14 @@ def _remove(fs, path):
         except FileNotFoundError:
             pass
         return
+    _store(f"{path}: cannot remove", fs.rm_file, path, missing_ok=True)
+
+
+def _store(what, call, *args, missing_ok=False):
+    """`call(*args)`, one fsspec call; an OSError it raises is a StorageError "{what}: {cause}"
+    (`what`: the path(s) and what failed), except a missing object when `missing_ok` (then None)."""
     try:
-        fs.rm_file(path)
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        raise StorageError(f"{path}: cannot remove: {e}") from e
-
-
-def _put(fs, local, path):
-    try:
-        fs.put_file(local, path)
-    except OSError as e:
-        raise StorageError(f"{path}: cannot store: {e}") from e
-
-
-def _get(fs, path, local):
-    try:
-        fs.get_file(path, local)
-    except OSError as e:
-        raise StorageError(f"{path}: cannot fetch: {e}") from e
-
-
-def _copy(fs, src, dst):
-    try:
-        fs.copy(src, dst)
-    except OSError as e:
-        raise StorageError(f"{dst}: cannot copy from {src}: {e}") from e
+        with storage_errors(what, passing=(FileNotFoundError,) if missing_ok else ()):
+            return call(*args)
+    except FileNotFoundError:  # reaches here only when missing_ok: otherwise it is a StorageError
+        return None

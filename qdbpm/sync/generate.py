@@ -25,7 +25,8 @@ from ..parquet.schema import map_schema
 from ..table.ranges import coalesce
 from ..pm.fileops import DEFAULT_OPS, FileOps
 from ..pm.writer import first_chunk_starts, unchanged_row_groups, write_new, write_update
-from .remote import RangeFile, build_and_put, default_pm_object, fetch_object, object_size, reader_for, resolve
+from ..storage.objects import RangeFile, cat, object_size, reader_for
+from .remote import build_and_put, default_pm_object, resolve
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
 _EXACT = decimal.Context(prec=100)
@@ -278,8 +279,8 @@ def generate(parquet_path, pm_path=None, *, bloom="inline", bloom_columns=None, 
     groups where the file has none. Returns the committed size. `ops`: the writer's I/O seam.
 
     A URL (s3://bucket/day/data.parquet, with `storage_options`) or a path on an fsspec
-    `filesystem` is read by range requests and its `_pm` stored with one PUT (sync/remote.py);
-    `parquet_size`, when known (from a listing), saves the size request.
+    `filesystem` is read by range requests (storage/objects.py) and its `_pm` stored with one PUT
+    (sync/remote.py); `parquet_size`, when known (from a listing), saves the size request.
     """
     bloom = _check_mode(bloom)
     target = resolve(parquet_path, filesystem, storage_options)
@@ -346,7 +347,7 @@ def update(parquet_path, pm_path=None, *, base_parquet_size=None, ops: FileOps =
         f = RangeFile(reader, path, size)
         pm_obj = fs._strip_protocol(pm_path) if pm_path else default_pm_object(path)
         return build_and_put(fs, pm_obj, lambda local: _update(f, f, path, local, base_parquet_size, ops),
-                             start_from=fetch_object(reader, pm_obj))
+                             start_from=cat(reader, pm_obj))
     pm_path = pm_path or default_pm_path(parquet_path)
     with open(parquet_path, "rb") as f:
         return _update(f, parquet_path, os.fspath(parquet_path), pm_path, base_parquet_size, ops)

@@ -1,16 +1,15 @@
 """`_pm` generation and update for Parquet objects on an fsspec filesystem (s3://, gs://, ...).
 
-The Parquet object is read through `RangeFile`: each read is one range request of exactly the
-bytes asked for (the footer's tail, the footer, bloom bitsets), never a read-ahead block. The
-`_pm` is built in a private local temporary file by the same writer as a local one, then stored
-with one PUT: a reader sees the old object or the whole new one, never a partial `_pm`. `update`
-starts from the stored `_pm` and stores it again with the new snapshot appended, so older
-snapshots stay readable through the footer chain.
+The Parquet object is read through `storage.objects.RangeFile`: each read is one range request of
+exactly the bytes asked for (the footer's tail, the footer, bloom bitsets), never a read-ahead
+block. The `_pm` is built in a private local temporary file by the same writer as a local one,
+then stored with one PUT: a reader sees the old object or the whole new one, never a partial
+`_pm`. `update` starts from the stored `_pm` and stores it again with the new snapshot appended,
+so older snapshots stay readable through the footer chain.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import posixpath
 import tempfile
@@ -19,58 +18,9 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
-from ..errors import PmError, StorageError
+from ..errors import PmError
 from ..table.table import HIDDEN_PREFIXES, is_hidden
-from ..table.s3 import S3Direct
-
-
-class RangeFile(io.RawIOBase):
-    """A read-only, seekable file over `reader.cat_file(path, start, end)` of a known size: every
-    read is one request for exactly the bytes asked for (clipped at the end)."""
-
-    def __init__(self, reader, path, size):
-        super().__init__()
-        self.reader, self.path, self.size = reader, path, int(size)
-        self.pos = 0
-        self.requests = 0
-
-    def readable(self):
-        return True
-
-    def seekable(self):
-        return True
-
-    def seek(self, offset, whence=io.SEEK_SET):
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
-        if base + offset < 0:
-            raise ValueError(f"negative seek position {base + offset}")
-        self.pos = base + offset
-        return self.pos
-
-    def tell(self):
-        return self.pos
-
-    def read(self, n=-1):
-        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
-        if end <= self.pos:
-            return b""
-        self.requests += 1
-        try:
-            data = self.reader.cat_file(self.path, start=self.pos, end=end)
-        except FileNotFoundError:
-            raise
-        except OSError as e:
-            raise StorageError(f"{self.path}: cannot read bytes [{self.pos}, {end}): {e}") from e
-        if len(data) != end - self.pos:
-            raise StorageError(f"{self.path}: asked for bytes [{self.pos}, {end}) and got {len(data)}: the object "
-                               f"is shorter than its {self.size} bytes (truncated or replaced)")
-        self.pos = end
-        return data
-
-    def readinto(self, b):
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
+from ..storage.objects import storage_errors
 
 
 def resolve(path, filesystem=None, storage_options=None):
@@ -87,22 +37,8 @@ def resolve(path, filesystem=None, storage_options=None):
     return None if isinstance(fs, LocalFileSystem) else (fs, stripped)
 
 
-def reader_for(fs):
-    """What reads go through: S3Direct where it reproduces `fs`, else `fs` itself."""
-    return S3Direct.from_fsspec(fs) or fs
-
-
 def default_pm_object(path) -> str:
     return posixpath.join(posixpath.dirname(path), L.PM_FILE_NAME)
-
-
-def object_size(fs, path) -> int:
-    try:
-        return int(fs.size(path))
-    except FileNotFoundError:
-        raise
-    except OSError as e:
-        raise StorageError(f"{path}: cannot stat: {e}") from e
 
 
 def build_and_put(fs, pm_path, build, *, start_from=None) -> int:
@@ -117,20 +53,9 @@ def build_and_put(fs, pm_path, build, *, start_from=None) -> int:
         size = build(local)
         with open(local, "rb") as f:
             data = f.read()
-    try:
+    with storage_errors(f"{pm_path}: cannot store the _pm object", passing=()):
         fs.pipe_file(pm_path, data)
-    except OSError as e:
-        raise StorageError(f"{pm_path}: cannot store the _pm object: {e}") from e
     return size
-
-
-def fetch_object(reader, path) -> bytes:
-    try:
-        return reader.cat_file(path)
-    except FileNotFoundError:
-        raise
-    except OSError as e:
-        raise StorageError(f"{path}: cannot fetch: {e}") from e
 
 
 def find_parquet(paths, storage_options=None) -> list:
@@ -159,10 +84,8 @@ def find_parquet(paths, storage_options=None) -> list:
             continue
         fs, base = target
         base = base.rstrip("/")
-        try:
+        with storage_errors(f"{text}: cannot list", passing=()):
             listing = fs.find(base, detail=True)
-        except OSError as e:
-            raise StorageError(f"{text}: cannot list: {e}") from e
         below = {k: v for k, v in listing.items() if k.rsplit("/", 1)[-1] == L.PARQUET_FILE_NAME
                  and not is_hidden(k[len(base):].strip("/"))}
         if not below and base in listing:  # the URL names one object

@@ -3,9 +3,9 @@
 Planning reads only the chunk records; the Parquet object's size comes from the pinned snapshot,
 never from a listing, and a short read is an error, not a silently shorter result.
 
-A Parquet object replaced after its `_pm` snapshot: through S3Direct (s3.py) every read states the
-snapshot's size and the object's first ETag, so another version is refused. Through another
-fsspec filesystem only what the bytes show is caught: a range reaching past the new end (a
+A Parquet object replaced after its `_pm` snapshot: through S3Direct (storage/s3.py) every read
+states the snapshot's size and the object's first ETag, so another version is refused. Through
+another fsspec filesystem only what the bytes show is caught: a range reaching past the new end (a
 shorter object) and a footer whose length or magic differ from the snapshot's; a longer object or
 one of the same size can give other bytes unnoticed (then decoding fails, or rows may be wrong).
 """
@@ -21,7 +21,7 @@ import numpy as np
 from ..pm import layout as L
 from ..errors import CorruptFileError, StorageError
 from ..parquet.constants import MAGIC
-from .s3 import S3Direct
+from ..storage.objects import cat
 
 DEFAULT_MAX_GAP = 64 * 1024  # merge two ranges when fewer bytes than this lie between them
 DEFAULT_MAX_WASTE = 0.05  # ... and the bytes fetched for nothing stay under 5% of the useful ones
@@ -123,24 +123,12 @@ def coalesce(spans, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE, max
     return ranges
 
 
-def _cat(fs, path, start, end, size=None):
-    try:
-        if size is not None and isinstance(fs, S3Direct):  # checks the object's size for free
-            return fs.cat_file(path, start=start, end=end, size=size)
-        return fs.cat_file(path, start=start, end=end)
-    except StorageError:
-        raise
-    except OSError as e:  # e.g. S3 InvalidRange: the object ends before `start`
-        raise StorageError(f"{path}: cannot read bytes [{start}, {end}): {e}; the object is shorter than "
-                           "its _pm snapshot says, missing, or unreadable") from e
-
-
 def fetch_footer(fs, path, pm) -> memoryview:
     """The Thrift FileMetaData of the pinned snapshot's Parquet footer, in one request of
     [footer offset, Parquet size) (both from `_pm`): the footer, its length and the PAR1 magic,
     which must say what `_pm` does (else the object was replaced: StorageError)."""
     start, n, end = pm.parquet_footer_offset, pm.parquet_footer_length, pm.parquet_size
-    blob = _cat(fs, path, start, end, end)
+    blob = cat(fs, path, start, end, size=end, snapshot=True)
     if len(blob) != end - start:
         raise StorageError(f"{path}: asked for the footer bytes [{start}, {end}) and got {len(blob)}; the object "
                            "is shorter than its _pm snapshot says (truncated or replaced)")
@@ -179,7 +167,7 @@ def fetch_range(fs, path, r, size=None) -> dict:
     """One Range in one request: {(row_group, column): bytes of the chunk} (views of one buffer).
     A response shorter than asked means the object is not what the `_pm` snapshot describes;
     `size`: the snapshot's Parquet size, checked where the filesystem tells it for free."""
-    blob = _cat(fs, path, r.start, r.end, size)
+    blob = cat(fs, path, r.start, r.end, size=size, snapshot=True)
     if len(blob) != r.length:
         raise StorageError(f"{path}: asked for bytes [{r.start}, {r.end}) and got {len(blob)}; the "
                            "object is shorter than its _pm snapshot says (truncated or replaced)")

@@ -27,11 +27,11 @@ from ..prune.arrow import to_arrow
 from ..prune.filters import as_predicate
 from ..prune.rules import classify, evaluate
 from ..prune.stats import KIND_BIGDEC, KIND_BYTES, ColumnStats, Schema, chunk_stats, column_records
+from ..storage.objects import close_reader, reader_for
 from .decode import footer_schemas
 from .key_plan import KeyPlan, plan as plan_keys
 from .ranges import DEFAULT_MAX_GAP
 from .read_schema import ColumnSchemas, schema_key
-from .s3 import S3Direct
 from .scan import DEFAULT_MEMORY_BUDGET, Scan
 
 
@@ -167,9 +167,8 @@ class Table:
         if not (isinstance(partitioning, pa.Schema) or partitioning is None or partitioning == "hive"):
             raise PmError(f"partitioning must be 'hive', a pyarrow.Schema or None, not {partitioning!r}")
         self.filesystem = filesystem
-        # What remote bytes are read through: S3Direct where it reproduces an s3fs filesystem's
-        # reads exactly (a fraction of s3fs's CPU per request), else the filesystem itself.
-        self.io = None if filesystem is None else (S3Direct.from_fsspec(filesystem) or filesystem)
+        # What remote bytes are read through: S3Direct where it reproduces the filesystem, else it.
+        self.io = None if filesystem is None else reader_for(filesystem)
         self.partitioning = partitioning
         self.root = filesystem._strip_protocol(root).rstrip("/") if filesystem is not None else os.fspath(root)
         self.partitions = find_partitions(self.root, filesystem, io=self.io) if partitions is None else sorted(partitions)
@@ -412,8 +411,7 @@ class Table:
         self._schemas.clear()
         self._paths.clear()
         self._filters.clear()
-        if isinstance(self.io, S3Direct):
-            self.io.close()
+        close_reader(self.io)
 
     def __enter__(self):
         return self

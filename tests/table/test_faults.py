@@ -15,7 +15,7 @@ import pytest
 import qdbpm
 from qdbpm.errors import StorageError
 from qdbpm.table.pipeline import THREAD_NAME
-from qdbpm.table.s3 import ATTEMPTS, S3Direct
+from qdbpm.storage.s3 import ATTEMPTS, S3Direct
 from support.s3_proxy import Fault
 from support.table_files import upload
 

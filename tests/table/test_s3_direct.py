@@ -1,4 +1,4 @@
-"""qdbpm.table.s3.S3Direct against the real SeaweedFS server: the same bytes, keys and errors as
+"""qdbpm.storage.s3.S3Direct against the real SeaweedFS server: the same bytes, keys and errors as
 s3fs, retries through the loopback fault proxy, and tables that use it read what s3fs reads."""
 
 import os
@@ -9,7 +9,7 @@ import s3fs
 
 import qdbpm
 from qdbpm.errors import StorageError
-from qdbpm.table.s3 import ATTEMPTS, S3Direct
+from qdbpm.storage.s3 import ATTEMPTS, S3Direct
 from support.s3_proxy import Fault
 
 KEYS = ["plain", "a b/c d", "ts=2024-01-15/_pm", "odd+chars&=,;:@$!'()*", "ünïcödé/€", "x/y/z/deep~1"]
