@@ -4,10 +4,10 @@ source `qdbpm` with filter pushdown (`source`, `filters`), and the Spark types o
 
 from .filters import convert_filter, exact_type
 from .jobs import GENERATE_SCHEMA, PRUNE_SCHEMA, generate, prune, surviving_row_groups_udf
-from .source import QdbpmDataSource, QdbpmPartition, QdbpmReader, register
+from .source import QdbpmDataSource, QdbpmPartition, QdbpmPushdownReader, QdbpmReader, register
 from .types import spark_field, to_spark_arrow
 from .writer import QdbpmCommitMessage, QdbpmWriter
 
 __all__ = ["generate", "prune", "surviving_row_groups_udf", "register", "QdbpmDataSource", "QdbpmReader",
-           "QdbpmPartition", "convert_filter", "exact_type", "spark_field", "to_spark_arrow",
+           "QdbpmPushdownReader",           "QdbpmPartition", "convert_filter", "exact_type", "spark_field", "to_spark_arrow",
            "GENERATE_SCHEMA", "PRUNE_SCHEMA", "QdbpmWriter", "QdbpmCommitMessage"]

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..errors import PmError
@@ -27,9 +28,10 @@ from ..table.decode import decode_partition
 from ..table.ranges import DEFAULT_MAX_GAP, fetch_range, plan
 from ..table.table import Table
 from .filters import exact_type, to_expression
-from .options import table_location, user_options
+from .options import TABLE_METADATA_KEY, is_catalog_create, table_location, table_metadata, user_options, \
+    with_table_options
 from .writer import QdbpmWriter
-from .types import ddl_of, key_schema, spark_field, to_spark_arrow
+from .types import ddl_of, key_schema, spark_field, spark_type, to_spark_arrow
 
 FETCH_WORKERS = 8  # concurrent range requests per task
 
@@ -60,6 +62,9 @@ class QdbpmPartition(InputPartition):
 
 
 class QdbpmReader(DataSourceReader):
+    """The reader without filter pushdown (option pushdown 'false'): every row group is read and
+    Spark filters. QdbpmPushdownReader, the default, adds pushFilters."""
+
     def __init__(self, options, schema):
         self.options = user_options(options)
         self.root = self.options.get("path")
@@ -78,23 +83,6 @@ class QdbpmReader(DataSourceReader):
         if self._table is None:
             self._table = open_table(self.options)
         return self._table
-
-    def pushFilters(self, filters):
-        t = self.table()
-        pm = t.meta(t.partitions[0])
-        columns = {n: spark_field(pm, c)[0] if exact_type(pm, n) else None for c, n in enumerate(pm.column_names)}
-        for name, at in _key_fields(t, pm):
-            ddl = ddl_of(at)
-            columns[name] = None if ddl == "double" else ddl  # double: NaN sorts above every number
-        accepted = []
-        for f in filters:
-            e = to_expression(f, columns)
-            if e is None:
-                yield f
-            else:
-                accepted.append(e)
-        # Replaced, never merged: a reader Spark hands a second time must not keep an older query's filters.
-        self.predicate = None if not accepted else accepted[0] if len(accepted) == 1 else E.And(tuple(accepted))
 
     def partitions(self):
         t = self.table()
@@ -175,6 +163,28 @@ class QdbpmReader(DataSourceReader):
         yield from tbl.select(self.schema_names).to_batches()
 
 
+class QdbpmPushdownReader(QdbpmReader):
+    """The reader with filter pushdown (the default; needs spark.sql.python.filterPushdown.enabled,
+    else PySpark refuses any reader that implements pushFilters)."""
+
+    def pushFilters(self, filters):
+        t = self.table()
+        pm = t.meta(t.partitions[0])
+        columns = {n: spark_field(pm, c)[0] if exact_type(pm, n) else None for c, n in enumerate(pm.column_names)}
+        for name, at in _key_fields(t, pm):
+            ddl = ddl_of(at)
+            columns[name] = None if ddl == "double" else ddl  # double: NaN sorts above every number
+        accepted = []
+        for f in filters:
+            e = to_expression(f, columns)
+            if e is None:
+                yield f
+            else:
+                accepted.append(e)
+        # Replaced, never merged: a reader Spark hands a second time must not keep an older query's filters.
+        self.predicate = None if not accepted else accepted[0] if len(accepted) == 1 else E.And(tuple(accepted))
+
+
 class QdbpmDataSource(DataSource):
     @classmethod
     def name(cls):
@@ -183,20 +193,22 @@ class QdbpmDataSource(DataSource):
     def schema(self):
         with open_table(self.options) as t:
             pm = t.meta(t.partitions[0])
-            parts = []
-            for c, n in enumerate(pm.column_names):
-                f = spark_field(pm, c)
-                if f is not None:
-                    parts.append(f"`{n}` {f[0]}")
-            parts += [f"`{n}` {ddl_of(at)}" for n, at in _key_fields(t, pm)]
-        return ", ".join(parts)
+            fields = [(n, f[0]) for c, n in enumerate(pm.column_names) if (f := spark_field(pm, c)) is not None]
+            fields += [(n, ddl_of(at)) for n, at in _key_fields(t, pm)]
+        # CREATE TABLE: the options ride in the first field's metadata (options.with_table_options).
+        meta = {TABLE_METADATA_KEY: table_metadata(self.options)} if is_catalog_create(self.options) else {}
+        return T.StructType([T.StructField(n, spark_type(ddl), True, meta if i == 0 else {})
+                             for i, (n, ddl) in enumerate(fields)])
 
     def reader(self, schema):
-        return QdbpmReader(self.options, schema)
+        options = with_table_options(self.options, schema)
+        pushdown = str(options.get("pushdown", "true")).lower()
+        if pushdown not in ("true", "false"):
+            raise PmError(f"the qdbpm option pushdown is 'true' or 'false', not {pushdown!r}")
+        return (QdbpmPushdownReader if pushdown == "true" else QdbpmReader)(options, schema)
 
     def writer(self, schema, overwrite):
-
-        return QdbpmWriter(self.options, schema, overwrite)
+        return QdbpmWriter(with_table_options(self.options, schema), schema, overwrite)
 
 
 def register(spark):

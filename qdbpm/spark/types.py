@@ -6,6 +6,7 @@ import datetime as dt
 import re
 
 import pyarrow as pa
+from pyspark.sql import types as T
 
 from ..pm import qdb_types as Q
 from ..table.partitioning import keys
@@ -113,3 +114,16 @@ def ddl_of(arrow_type) -> str:
     if pa.types.is_decimal(arrow_type):
         return f"decimal({arrow_type.precision},{arrow_type.scale})"
     return next(k for k, v in _KEY_ARROW.items() if v == arrow_type)
+
+
+_SPARK_TYPES = {"boolean": T.BooleanType, "byte": T.ByteType, "short": T.ShortType, "int": T.IntegerType,
+                "long": T.LongType, "date": T.DateType, "timestamp": T.TimestampType, "float": T.FloatType,
+                "double": T.DoubleType, "string": T.StringType, "binary": T.BinaryType}
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
+
+
+def spark_type(ddl: str) -> T.DataType:
+    """The pyspark DataType of a DDL type spark_field / ddl_of give (parsed here: a planning
+    worker has no JVM to parse DDL)."""
+    m = _DECIMAL.fullmatch(ddl)
+    return T.DecimalType(int(m[1]), int(m[2])) if m else _SPARK_TYPES[ddl]()

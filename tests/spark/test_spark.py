@@ -2,6 +2,7 @@
 helper, and the `qdbpm` data source against spark.read.parquet."""
 
 import datetime as dt
+import json
 import os
 import shutil
 
@@ -141,25 +142,55 @@ def test_filter_pushdown_accepts_only_exact_filters(spark, trades):
         assert qs.convert_filter(D.EqualTo(("nope",), 1), pm) is None
 
 
-def test_sql_temporary_view_and_the_catalog_table_limit(spark, trades, tmp_path):
-    """From Spark SQL: a temporary view USING qdbpm answers as spark.read.parquet does; a catalog
-    table is created, but PySpark 4.3 gives its reader no options, so reading it is a clear error
-    naming the missing path (docs/api.md, the data source's known limits)."""
+def test_sql_temporary_view_and_catalog_table(spark, trades, tmp_path):
+    """From Spark SQL: a temporary view and a catalog table USING qdbpm answer as
+    spark.read.parquet does. PySpark 4.3 hands a catalog table's reader no options, so CREATE
+    TABLE keeps them in the schema; each query on the table plans anew (no stale pushdown)."""
     qs.register(spark)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW qv USING qdbpm OPTIONS (path '{trades}')")
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW qnp USING qdbpm OPTIONS (path '{trades}', pushdown 'false')")
     theirs = spark.read.option("recursiveFileLookup", "true").parquet(trades)
     theirs.createOrReplaceTempView("pv")
-    for q in ("qty > 10 AND sym = 'S1'", "note IS NULL"):
-        cols = "sym, qty, note"
-        a = sorted(map(repr, spark.sql(f"SELECT {cols} FROM qv WHERE {q}").collect()))
-        b = sorted(map(repr, spark.sql(f"SELECT {cols} FROM pv WHERE {q}").collect()))
-        assert a == b and a, q
-    copy = str(tmp_path / "copy")  # the catalog table gets its own copy: DROP TABLE may delete
+    copy = str(tmp_path / "copy")  # the catalog tables get their own copy: DROP TABLE may delete
     shutil.copytree(trades, copy)
+    cols = "sym, qty, note"
     spark.sql("DROP TABLE IF EXISTS qt")
-    spark.sql(f"CREATE TABLE qt USING qdbpm OPTIONS (path '{copy}')")
+    spark.sql("DROP TABLE IF EXISTS qloc")
+    spark.sql(f"CREATE TABLE qt USING qdbpm OPTIONS (path '{copy}', max_gap '0')")
+    spark.sql(f"CREATE TABLE qloc USING qdbpm LOCATION '{copy}'")
     try:
-        with pytest.raises(Exception, match="needs a path"):
-            spark.sql("SELECT count(*) FROM qt").collect()
+        for q in ("qty > 10 AND sym = 'S1'", "note IS NULL", "sym LIKE 'S%' AND qty < 5", "true"):
+            b = sorted(map(repr, spark.sql(f"SELECT {cols} FROM pv WHERE {q}").collect()))
+            assert b, q
+            # a view reuses its last pushdown when a query pushes none (docs/api.md): "true" not on qv
+            for rel in ("qt", "qloc", "qnp") if q == "true" else ("qt", "qloc", "qnp", "qv"):
+                a = sorted(map(repr, spark.sql(f"SELECT {cols} FROM {rel} WHERE {q}").collect()))
+                assert a == b, (rel, q)
+            n = spark.sql(f"SELECT count(*) FROM qt WHERE {q}").collect()[0][0]
+            assert n == len(b), q
+        stored = json.loads(spark.table("qt").schema.fields[0].metadata["qdbpm.table"])
+        assert stored == {"path": f"file:{copy}", "max_gap": "0"}
+        plan = spark.sql("SELECT * FROM qnp WHERE qty > 10")._jdf.queryExecution().executedPlan().toString()
+        assert "Filter (" in plan, plan  # without pushdown Spark keeps every filter
     finally:
         spark.sql("DROP TABLE IF EXISTS qt")
+        spark.sql("DROP TABLE IF EXISTS qloc")
+    assert sorted(os.listdir(copy)) == sorted(os.listdir(trades))  # DROP TABLE leaves the files alone
+
+
+def test_catalog_table_declared_columns_keeps_no_options(spark, trades, tmp_path):
+    """A catalog table created with its own column list never asks the source for a schema, so
+    nothing keeps its options: reading it is a clear error naming the missing path."""
+    qs.register(spark)
+    copy = str(tmp_path / "copy")
+    shutil.copytree(trades, copy)
+    spark.sql("DROP TABLE IF EXISTS qcols")
+    spark.sql(f"CREATE TABLE qcols (sym string, qty bigint) USING qdbpm OPTIONS (path '{copy}')")
+    try:
+        with pytest.raises(Exception, match="needs a path.*without columns"):
+            spark.sql("SELECT count(*) FROM qcols").collect()
+        # options given with the query serve it
+        n = spark.sql(f"SELECT count(*) FROM qcols WITH ('path' = '{copy}') WHERE qty > 10").collect()[0][0]
+        assert n == spark.read.option("recursiveFileLookup", "true").parquet(trades).where("qty > 10").count()
+    finally:
+        spark.sql("DROP TABLE IF EXISTS qcols")

@@ -147,3 +147,26 @@ def test_driver_fetches_pm_once_tasks_fetch_planned_chunks(spark, s3_server, s3_
         data = sum(n for k, p, _, n in reqs if k == "GET" and "/data.parquet" in p)
         assert 0 < data <= 1.05 * chunk_bytes, (q, data, chunk_bytes)
         assert all(bucket_path.split("/")[0] in p for k, p, *_ in reqs), q
+
+
+def test_catalog_table_on_s3(spark, s3_server, s3_table, local_table):
+    """CREATE TABLE ... USING qdbpm OPTIONS (path 's3://...', ...) and spark.sql: the table keeps
+    its options in its schema except the credentials, which a query supplies (WITH (...)) or the
+    standard chain provides; results equal spark.read.parquet on the local copy."""
+    qs.register(spark)
+    opts = source_options(s3_server.storage_options())
+    given = ", ".join(f"{k} '{v}'" for k, v in opts.items())
+    creds = ", ".join(f"'{k}' = '{opts[k]}'" for k in ("key", "secret"))
+    spark.read.parquet(local_table).createOrReplaceTempView("local_hive")
+    spark.sql("DROP TABLE IF EXISTS q_s3")
+    spark.sql(f"CREATE TABLE q_s3 USING qdbpm OPTIONS (path '{s3_table}', {given})")
+    try:
+        meta = spark.table("q_s3").schema.fields[0].metadata["qdbpm.table"]
+        assert opts["secret"] not in meta and opts["key"] not in meta and s3_table in meta, meta
+        assert [f.name for f in spark.table("q_s3").schema] == [f.name for f in spark.table("local_hive").schema]
+        for q in QUERIES:
+            a = sorted(map(repr, spark.sql(f"SELECT id, s, day FROM q_s3 WITH ({creds}) WHERE {q}").collect()))
+            b = sorted(map(repr, spark.sql(f"SELECT id, s, day FROM local_hive WHERE {q}").collect()))
+            assert a == b and b, q
+    finally:
+        spark.sql("DROP TABLE IF EXISTS q_s3")
