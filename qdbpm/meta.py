@@ -109,8 +109,8 @@ class ParquetMeta(PmFile):
         """Bool mask (row_group_count,): True where a row group may hold matching rows."""
         predicate = as_predicate(predicate)
         bound = bind(predicate, self.schema)
-        return evaluate(bound, self.row_group_count, self.column_stats,
-                        lambda c: self.bloom_index(c, parquet_file))
+        return evaluate(bound, self.row_group_count, lambda c, need: self.column_stats(c),
+                        lambda c, need: self.bloom_index(c, parquet_file))
 
     def classify(self, predicate, *, parquet_file=None) -> tuple:
         """(maybe, always), bool masks (row_group_count,): `maybe` is `prune`'s mask; `always` (a
@@ -118,8 +118,8 @@ class ParquetMeta(PmFile):
         group matches whole. A row group without rows is never ALWAYS."""
         predicate = as_predicate(predicate)
         bound = bind(predicate, self.schema)
-        maybe, always = classify_bound(bound, self.row_group_count, self.column_stats,
-                                       lambda c: self.bloom_index(c, parquet_file))
+        maybe, always = classify_bound(bound, self.row_group_count, lambda c, need: self.column_stats(c),
+                                       lambda c, need: self.bloom_index(c, parquet_file))
         always &= np.asarray(self.num_rows) > 0
         return maybe, always
 

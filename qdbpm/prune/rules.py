@@ -8,6 +8,13 @@ combining leaf masks with & and | stays sound.
 `classify` adds the other half, ALWAYS: True only where the stats prove that EVERY row of the row
 group makes the predicate TRUE (not FALSE, not NULL); when in doubt, False. Each ALWAYS leaf rule
 is the complement of a MAYBE test: "every value satisfies P" is "no value may satisfy NOT P".
+
+Cheap work first: an AND evaluates a child only where the children before it left a row group
+alive, an OR only where they left it undecided, children run cheapest first (`cost`), and the
+stats and bloom lookups are told which row groups still count (`need`), so a costly lookup
+(byte-string stats, bloom bitsets) is made only where its answer can change the result. Every
+rule answers row group by row group, and AND / OR are commutative over masks: the masks are
+exactly those of evaluating every child over every row group in written order (LAZY = False).
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ import numpy as np
 
 from . import expr as E
 from .bind import Leaf, Node
+from .column_pairs import pair_always, pair_maybe
 from .literals import ALWAYS, NEVER, int_bound, out_of_range
-from .stats import KIND_ANYSIGN, KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT, KIND_NONE, KIND_UINT, ByteValues, \
-    ColumnStats
+from .readings import readings
+from .stats import KIND_ANYSIGN, KIND_BIGDEC, KIND_BYTES, KIND_FLOAT, KIND_INT, KIND_NONE, KIND_UINT, ByteValues
 from ..bloom import probe_many
 from ..pm import layout as L
 
@@ -84,31 +92,44 @@ def _obj_cmp(arr, op, c, has):
 # --- evaluation -----------------------------------------------------------------------------
 
 
-MAX_ANYSIGN_COLUMNS = 3  # readings tried jointly: 2**3 evaluations at most
+LAZY = True  # False: every child over every row group in written order, every lookup whole, `need` ignored
+
+# Cost tiers, cheapest first: no lookup; bounds in the chunk records; out-of-line bounds
+# (byte strings, big decimals); a bloom probe; a residual (column pairs, approximations).
+COST_CONST, COST_FIXED, COST_VARIABLE, COST_BLOOM, COST_RESIDUAL = range(5)
 
 
-def evaluate(b, n_rows: int, stats, blooms=None) -> np.ndarray:
-    """Mask over `n_rows` row groups. stats(col) -> ColumnStats; blooms(col) -> (data, offsets,
-    lengths) or None. Both are lookups over data already in memory."""
-    out = np.zeros(n_rows, bool)
-    for fixed, possible in _readings(b, n_rows, stats):
-        if possible is None:
-            return _evaluate(b, n_rows, fixed, blooms)
-        out |= _evaluate(b, n_rows, fixed, blooms) & possible
-        if out.all():
-            break
-    return out
+def evaluate(b, n_rows: int, stats, blooms=None, need=None) -> np.ndarray:
+    """Mask over `n_rows` row groups. stats(col, need) -> ColumnStats; blooms(col, need) ->
+    (data, offsets, lengths) or None: lookups over data already in memory, told which row groups
+    still count (`need`, a bool mask; None: all), so they may leave the others unknown (no
+    bounds, nulls unknown, no filter). `need` here: only those row groups are wanted; the mask
+    is False elsewhere (LAZY off: `need` is ignored, the mask is whole)."""
+    w = _Walk(n_rows, stats, blooms, LAZY)
+    if not w.lazy or need is None:
+        return _maybe(b, w, None)
+    return _maybe(b, w, need) & need
 
 
-def classify(b, n_rows: int, stats, blooms=None) -> tuple:
+def classify(b, n_rows: int, stats, blooms=None, need=None) -> tuple:
     """(maybe, always): two masks over `n_rows` row groups. `maybe` is `evaluate`'s; `always`, a
     subset of it, is True where the stats prove every row of the row group makes the predicate
     TRUE. On a row group with no rows that holds vacuously, so `always` may be True there where
-    `maybe` is (ParquetMeta.classify and Table.classify_masks clear it). Blooms never prove ALWAYS."""
-    maybe = evaluate(b, n_rows, stats, blooms)
+    `maybe` is (ParquetMeta.classify and Table.classify_masks clear it). Blooms never prove ALWAYS.
+    `need` as in `evaluate`: both masks are False outside it (LAZY off: whole)."""
+    w = _Walk(n_rows, stats, blooms, LAZY)
+    need = need if w.lazy else None
+    maybe = _maybe(b, w, need)
+    if need is not None:
+        maybe &= need
     always = np.ones(n_rows, bool)
-    for fixed, possible in _readings(b, n_rows, stats):
-        a = _always(b, n_rows, fixed)
+    for fixed, possible in readings(b, w.n, w.stats, maybe if w.lazy else None):
+        todo = None
+        if w.lazy:  # only where ALWAYS is still open and may matter: `always &= maybe` drops the rest
+            todo = always & maybe if possible is None else always & maybe & possible
+            if not todo.any():
+                continue
+        a = _always(b, w.using(fixed), todo)
         if possible is not None:
             a |= ~possible  # a reading disordered for a row group is not its writer's: nothing to prove there
         always &= a  # ALWAYS under every reading still possible for the row group
@@ -118,82 +139,89 @@ def classify(b, n_rows: int, stats, blooms=None) -> tuple:
     return maybe, always
 
 
-def _readings(b, n_rows, stats):
-    """(stats lookup, possible) per joint reading of b's typeless integer columns."""
-    anysign = sorted(_anysign_columns(b))
-    if not anysign or len(anysign) > MAX_ANYSIGN_COLUMNS:
-        # Beyond the cap each leaf reads both ways on its own: sound, only less sharp.
-        yield stats, None
-        return
-    # A typeless integer column is signed or unsigned, the same for the whole predicate: evaluate
-    # it under each joint reading and keep a row group any reading keeps. Leaf by leaf ORing
-    # would let `x >= 0 AND x <= 0` pass on 2^63 (>= 0 unsigned, <= 0 signed). A reading under
-    # which a row group's min > max is not its writer's order, so it adds nothing for that row
-    # group (decided per row group: a Table pass concatenates files of either order).
-    for mask in range(1 << len(anysign)):
-        unsigned = {c for k, c in enumerate(anysign) if mask >> k & 1}
-        possible = np.ones(n_rows, bool)
-        for c in anysign:
-            s = stats(c)
-            lo, hi = (s.ulo, s.uhi) if c in unsigned else (s.lo, s.hi)
-            possible &= ~(s.has_lo & s.has_hi) | (lo <= hi)
-        if not possible.any():
-            continue
-        cache = {}
+class _Walk:
+    """One evaluation's row count, lookups and laziness, and its nodes' cheap-first orders."""
 
-        def fixed(col, unsigned=unsigned, cache=cache):
-            st = stats(col)
-            if col not in anysign:
-                return st
-            if col not in cache:
-                cache[col] = _one_reading(st, col in unsigned)
-            return cache[col]
+    __slots__ = ("n", "stats", "blooms", "lazy", "orders")
 
-        yield fixed, possible
+    def __init__(self, n, stats, blooms, lazy, orders=None):
+        self.n, self.stats, self.blooms, self.lazy = n, stats, blooms, lazy
+        self.orders = {} if orders is None else orders  # id(node) -> children, cheap first
+
+    def using(self, stats) -> "_Walk":
+        return _Walk(self.n, stats, self.blooms, self.lazy, self.orders)
+
+    def children(self, node) -> tuple:
+        """node's children cheapest first (a stable sort: equal costs keep their written order)."""
+        if not self.lazy:
+            return node.children
+        kids = self.orders.get(id(node))  # the bound tree outlives the walk: ids stay its nodes'
+        if kids is None:
+            kids = self.orders[id(node)] = tuple(sorted(node.children, key=cost))
+        return kids
 
 
-def _anysign_columns(b) -> set:
+def cost(b) -> int:
+    """What evaluating `b` may look up, as a COST_* tier: a node costs its dearest child."""
     if isinstance(b, Node):
-        out = set()
-        for c in b.children:
-            out |= _anysign_columns(c)
-        return out
-    return {b.ct.index} if b.ct is not None and b.ct.kind == KIND_ANYSIGN else set()
+        return max(cost(c) for c in b.children)
+    if b.kind in ("const", "residual"):
+        return COST_CONST  # a constant mask ("residual": MAYBE everywhere, never ALWAYS)
+    if b.kind in _RESIDUAL_KINDS:
+        return COST_RESIDUAL
+    if b.hashes is not None and b.kind in ("cmp", "in"):
+        return COST_BLOOM
+    return COST_VARIABLE if b.ct.kind in (KIND_BYTES, KIND_BIGDEC) else COST_FIXED
 
 
-def _one_reading(s, unsigned: bool):
-    """KIND_ANYSIGN stats read one way: plain integer bounds; a row group whose bounds are
-    disordered under this reading keeps no bounds in it."""
-    lo, hi = (s.ulo, s.uhi) if unsigned else (s.lo, s.hi)
-    ordered = ~(s.has_lo & s.has_hi) | (lo <= hi)
-    eq = s.exact_eq & ordered  # all values share lo's bits, whichever the reading
-    return ColumnStats(KIND_INT, lo, hi, s.has_lo & ordered, s.has_hi & ordered, eq,
-                       s.nulls_known, s.nulls, s.num_values)
+def _and(m, need):
+    """m & need (need None: m itself; callers never write a `need`)."""
+    return m if need is None else m & need
 
 
-def _evaluate(b, n_rows: int, stats, blooms) -> np.ndarray:
+def _maybe(b, w, need) -> np.ndarray:
+    """evaluate over every reading of b's typeless integer columns: exact where `need`."""
+    out = np.zeros(w.n, bool)
+    for fixed, possible in readings(b, w.n, w.stats, need):
+        if possible is None:
+            return _evaluate(b, w, need)
+        todo = None
+        if w.lazy:  # only where this reading may still add a row group
+            todo = _and(possible & ~out, need)
+            if not todo.any():
+                continue
+        out |= _evaluate(b, w.using(fixed), todo) & possible
+        if out.all():
+            break
+    return out
+
+
+def _evaluate(b, w, need) -> np.ndarray:
+    """b's MAYBE mask, exact where `need` (None: everywhere); a fresh array."""
     if isinstance(b, Node):
-        it = iter(b.children)
-        m = _evaluate(next(it), n_rows, stats, blooms)
-        for c in it:
+        kids = w.children(b)
+        m = _evaluate(kids[0], w, need)
+        for c in kids[1:]:
+            # AND: a child matters only where m is still True; OR: only where m is still False.
+            todo = _and(m, need) if b.op == "and" else _and(~m, need)
+            if not todo.any():
+                break
+            r = _evaluate(c, w, todo if w.lazy else None)
             if b.op == "and":
-                if not m.any():
-                    break
-                m &= _evaluate(c, n_rows, stats, blooms)
+                m &= r
             else:
-                if m.all():
-                    break
-                m |= _evaluate(c, n_rows, stats, blooms)
+                m |= r
         return m
     if b.kind == "const":
-        return np.full(n_rows, b.const)
+        return np.full(w.n, b.const)
     if b.kind in _RESIDUAL_KINDS:
-        return _residual_maybe(b, n_rows, stats, blooms)
-    s = stats(b.ct.index)
-    return _leaf_mask(b, s, blooms)
+        return _residual_maybe(b, w, need)
+    return _leaf_mask(b, w.stats(b.ct.index, need), w, need)
 
 
-def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
+def _leaf_mask(b: Leaf, s, w, need) -> np.ndarray:
+    """The leaf's MAYBE mask from its column's stats `s`; for = / IN then its bloom filters,
+    probed only where the stats leave a needed row group (not lazy: everywhere)."""
     kind = s.kind
     if b.kind == "isnull":
         # Only a known null count of 0 proves there is no null.
@@ -207,7 +235,7 @@ def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
         if s.any_all_null:
             m &= some_value
         if b.hashes is not None:
-            m &= _bloom_mask(b, blooms, len(m))
+            m &= _bloom_mask(b, w, _and(m, need) if w.lazy else None)
         return m
     if b.kind == "notcmp":
         if kind == KIND_FLOAT:
@@ -226,7 +254,7 @@ def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
             m |= _cmp_mask("==", v, s, f32)
         m &= some_value
         if b.hashes is not None and len(b.value):
-            m &= _bloom_mask(b, blooms, len(m))
+            m &= _bloom_mask(b, w, _and(m, need) if w.lazy else None)
         if b.null_in_list:
             m |= ~s.no_nulls  # None in the list matches null rows
         return m
@@ -244,26 +272,27 @@ def _leaf_mask(b: Leaf, s, blooms) -> np.ndarray:
     raise AssertionError(b.kind)
 
 
-def _always(b, n_rows: int, stats) -> np.ndarray:
-    """Row groups where every row makes `b` TRUE (a fresh array)."""
+def _always(b, w, need) -> np.ndarray:
+    """Row groups where every row makes `b` TRUE, exact where `need` (None: everywhere); a fresh array."""
     if isinstance(b, Node):
-        it = iter(b.children)
-        m = _always(next(it), n_rows, stats)
-        for c in it:
-            if b.op == "and":  # every child TRUE on every row
-                if not m.any():
-                    break
-                m &= _always(c, n_rows, stats)
-            else:  # one child TRUE on every row is enough
-                if m.all():
-                    break
-                m |= _always(c, n_rows, stats)
+        kids = w.children(b)
+        m = _always(kids[0], w, need)
+        for c in kids[1:]:
+            # AND: every child TRUE on every row; OR: one child TRUE on every row is enough.
+            todo = _and(m, need) if b.op == "and" else _and(~m, need)
+            if not todo.any():
+                break
+            r = _always(c, w, todo if w.lazy else None)
+            if b.op == "and":
+                m &= r
+            else:
+                m |= r
         return m
     if b.kind == "const":
-        return np.full(n_rows, b.const)
+        return np.full(w.n, b.const)
     if b.kind in _RESIDUAL_KINDS:
-        return _residual_always(b, n_rows, stats)
-    return _leaf_always(b, stats(b.ct.index))
+        return _residual_always(b, w, need)
+    return _leaf_always(b, w.stats(b.ct.index, need))
 
 
 def _leaf_always(b: Leaf, s) -> np.ndarray:
@@ -404,15 +433,28 @@ def _apply_float(arr, op, c):
     return _OPS[op](arr, c)
 
 
-def _bloom_mask(b: Leaf, blooms, n) -> np.ndarray:
-    if blooms is None:
-        return np.ones(n, bool)
-    idx = blooms(b.ct.index)
+def _bloom_mask(b: Leaf, w, rows) -> np.ndarray:
+    """May some of b's hashed values be in each row group: probed where `rows` (None: all), True
+    elsewhere; the lookup builds filters only for those row groups."""
+    out = np.ones(w.n, bool)
+    if w.blooms is None:
+        return out
+    sel = None
+    if rows is not None:
+        sel = np.flatnonzero(rows)
+        if not sel.size:
+            return out
+        if sel.size == w.n:
+            rows = sel = None
+    idx = w.blooms(b.ct.index, rows)
     if idx is None:
-        return np.ones(n, bool)
+        return out
     data, offsets, lengths = idx
     # Absent filters (length < 0) answer "may contain".
-    return probe_many(b.hashes, data, offsets, lengths, any_of=True)
+    if sel is None:
+        return probe_many(b.hashes, data, offsets, lengths, any_of=True)
+    out[sel] = probe_many(b.hashes, data, offsets[sel], lengths[sel], any_of=True)
+    return out
 
 
 # --- residuals (prune.residual, bound in bind._bind_residual) ----------------------------------
@@ -420,60 +462,19 @@ def _bloom_mask(b: Leaf, blooms, n) -> np.ndarray:
 _RESIDUAL_KINDS = ("residual", "approx", "colcmp", "notcolcmp")
 
 
-def _residual_maybe(b: Leaf, n_rows, stats, blooms) -> np.ndarray:
+def _residual_maybe(b: Leaf, w, need) -> np.ndarray:
     if b.kind == "residual":
-        return np.ones(n_rows, bool)  # evaluated by the exact filter only
+        return np.ones(w.n, bool)  # evaluated by the exact filter only
     if b.kind == "approx":
         # residual.approx's `maybe` is TRUE wherever the residual is: its mask covers the residual's.
-        return np.ones(n_rows, bool) if b.value[0] is None else _evaluate(b.value[0], n_rows, stats, blooms)
-    sa, sb = stats(b.ct.index), stats(b.value.index)
-    m = sa.some_value & sb.some_value  # a null on either side makes the comparison null
-    if b.kind == "notcolcmp" and sa.kind == KIND_FLOAT:
-        return m  # NOT (a op b) is TRUE for a NaN, which stats never count
-    op = b.op if b.kind == "colcmp" else E.NEGATE_OP[b.op]
-    if op == "!=":
-        if sa.kind == KIND_FLOAT:
-            return m
-        # Both sides one and the same value everywhere (exact stats) is the only proof of a == b.
-        return m & ~(sa.exact_eq & sb.exact_eq & (_pair_sign(sa.lo, sb.lo, sa.exact_eq & sb.exact_eq) == 0))
-    # Some row may have a op b only if some value of a and some value of b do: the pair of
-    # bounds that would have to cross (min(a) >= max(b) rules out a < b), each used where present.
-    return m & ~_pair_excludes(op, sa, sb)
+        return np.ones(w.n, bool) if b.value[0] is None else _evaluate(b.value[0], w, need)
+    return pair_maybe(b, w.stats(b.ct.index, need), w.stats(b.value.index, need))
 
 
-def _residual_always(b: Leaf, n_rows, stats) -> np.ndarray:
+def _residual_always(b: Leaf, w, need) -> np.ndarray:
     if b.kind == "residual":
-        return np.zeros(n_rows, bool)  # a residual proves nothing
+        return np.zeros(w.n, bool)  # a residual proves nothing
     if b.kind == "approx":
         # `always` TRUE implies the residual TRUE on that row.
-        return np.zeros(n_rows, bool) if b.value[1] is None else _always(b.value[1], n_rows, stats)
-    sa, sb = stats(b.ct.index), stats(b.value.index)
-    if sa.kind == KIND_FLOAT:
-        return np.zeros(n_rows, bool)  # a NaN row (never in the stats) makes a op b FALSE
-    # Every row TRUE: no nulls on either side, and no pair of values may satisfy NOT (a op b).
-    op = E.NEGATE_OP[b.op] if b.kind == "colcmp" else b.op
-    m = sa.no_nulls & sb.no_nulls
-    if op == "!=":
-        both = sa.exact_eq & sb.exact_eq
-        return m & both & (_pair_sign(sa.lo, sb.lo, both) == 0)
-    return m & _pair_excludes(op, sa, sb)
-
-
-def _pair_excludes(op, sa, sb) -> np.ndarray:
-    """Row groups where the bounds prove no value x of a and y of b have x op y."""
-    lo_a, hi_b = sa.has_lo & sb.has_hi, sa.has_hi & sb.has_lo
-    if op in ("<", "<="):  # x op y needs min(a) op max(b)
-        sign = _pair_sign(sa.lo, sb.hi, lo_a)
-        return lo_a & ((sign >= 0) if op == "<" else (sign > 0))
-    if op in (">", ">="):  # needs max(a) op min(b)
-        sign = _pair_sign(sa.hi, sb.lo, hi_b)
-        return hi_b & ((sign <= 0) if op == ">" else (sign < 0))
-    # ==: the ranges must overlap
-    return (hi_b & (_pair_sign(sa.hi, sb.lo, hi_b) < 0)) | (lo_a & (_pair_sign(sa.lo, sb.hi, lo_a) > 0))
-
-
-def _pair_sign(x, y, where) -> np.ndarray:
-    """sign(x_i - y_i) as int8 where `where`, 0 elsewhere (int64 / float64 arrays or ByteValues)."""
-    if isinstance(x, ByteValues):
-        return np.where(where, x.compare_pairs(y), 0).astype(np.int8)
-    return np.where(where, (x > y).astype(np.int8) - (x < y).astype(np.int8), 0).astype(np.int8)
+        return np.zeros(w.n, bool) if b.value[1] is None else _always(b.value[1], w, need)
+    return pair_always(b, w.stats(b.ct.index, need), w.stats(b.value.index, need))

@@ -26,9 +26,10 @@ from ..prune.bind import bind
 from ..prune.arrow import to_arrow
 from ..prune.filters import as_predicate
 from ..prune.rules import classify, evaluate
-from ..prune.stats import KIND_BIGDEC, KIND_BYTES, ColumnStats, Schema, chunk_stats, column_records
+from ..prune.stats import Schema
 from ..storage.objects import close_reader, reader_for
 from .decode import footer_schemas
+from .group import Group
 from .key_plan import KeyPlan, plan as plan_keys
 from .ranges import DEFAULT_MAX_GAP
 from .read_schema import ColumnSchemas, schema_key
@@ -71,89 +72,6 @@ def find_partitions(root, filesystem=None, *, io=None) -> list:
             rel = os.path.relpath(d, root)
             out.append("" if rel == "." else rel.replace(os.sep, "/"))
     return sorted(out)
-
-
-class _Group:
-    """Partitions with one schema: concatenated stats and bloom indexes, built lazily."""
-
-    def __init__(self, schema, members):
-        self.schema = schema
-        self.members = members  # [(partition, ParquetMeta)]
-        counts = [pm.row_group_count for _, pm in members]
-        self.starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        self.n = int(self.starts[-1])
-        self._stats = {}
-        self._blooms = {}
-        self._num_rows = None
-        self._rows64 = None
-        self.scan_cache = {}  # Scan's per-group lookups: (columns, predicate) -> column indexes
-        self.positions = None  # members' indices in Table.partitions (set by Table.schema_groups)
-
-    def survivor_rows(self, idx, k, rg) -> np.ndarray:
-        """NUM_ROWS (uint64) of the row groups `idx` of the concatenation (sorted), which are row
-        groups `rg` of members `k`: read member by member when few members hold survivors,
-        else from every member's NUM_ROWS concatenated once (and kept)."""
-        if self._num_rows is None:
-            members, first = np.unique(k, return_index=True)
-            if len(members) <= 32:
-                out = np.empty(len(idx), np.uint64)
-                bounds = list(first) + [len(idx)]
-                for a, j in enumerate(members):
-                    s, e = bounds[a], bounds[a + 1]
-                    out[s:e] = np.asarray(self.members[int(j)][1].num_rows, np.uint64)[rg[s:e]]
-                return out
-            self._num_rows = np.concatenate([np.asarray(pm.num_rows, np.uint64) for _, pm in self.members])
-        return self._num_rows[idx]
-
-    @property
-    def rows64(self) -> np.ndarray:
-        """Every member's NUM_ROWS (int64), concatenated once and kept."""
-        if self._rows64 is None:
-            self._rows64 = np.concatenate([np.asarray(pm.num_rows, np.int64) for _, pm in self.members])
-        return self._rows64
-
-    def stats(self, col) -> ColumnStats:
-        st = self._stats.get(col)
-        if st is None:
-            ct = self.schema.types[col]
-            if ct.kind in (KIND_BYTES, KIND_BIGDEC):
-                st = ColumnStats.concat([pm.column_stats(col) for _, pm in self.members])
-            else:
-                # Bounds that live in the chunk records: gather every partition's records of the
-                # column (one kernel call, not a numpy view per file) and decode them in one
-                # vectorised pass (the same per-row rules as column_stats).
-                # (The list of views is not kept: the group must not pin the mappings.)
-                st = chunk_stats(column_records([pm.chunks for _, pm in self.members], col), ct)
-            self._stats[col] = st
-        return st
-
-    def blooms(self, col):
-        if col in self._blooms:
-            return self._blooms[col]
-        parts = [pm.bloom_index(col) for _, pm in self.members]
-        out = None
-        if any(p is not None for p in parts):
-            datas, offs, lens, pos = [], [], [], 0
-            for (_, pm), p in zip(self.members, parts):
-                if p is None:
-                    offs.append(np.zeros(pm.row_group_count, np.int64))
-                    lens.append(np.full(pm.row_group_count, -1, np.int64))
-                    continue
-                data, o, ln = p
-                # Keep only the bitsets, not whole mappings, in the concatenated buffer.
-                present = ln >= 0
-                chunks = [np.asarray(data[int(a) : int(a) + int(b)]) for a, b in zip(o[present], ln[present])]
-                new_o = np.zeros(len(o), np.int64)
-                sizes = ln[present]
-                new_o[present] = pos + np.concatenate([[0], np.cumsum(sizes)[:-1]]) if sizes.size else []
-                pos += int(sizes.sum())
-                datas.extend(chunks)
-                offs.append(new_o)
-                lens.append(ln)
-            data = np.concatenate(datas) if datas else np.zeros(0, np.uint8)
-            out = (data, np.concatenate(offs), np.concatenate(lens))
-        self._blooms[col] = out
-        return out
 
 
 class Table:
@@ -298,7 +216,7 @@ class Table:
             sch = Schema.of(pm)
             by_schema.setdefault(sch, []).append((p, pm))
             at.setdefault(sch, []).append(int(i))
-        groups = [_Group(s, m) for s, m in by_schema.items()]
+        groups = [Group(s, m) for s, m in by_schema.items()]
         for g in groups:
             g.positions = np.array(at[g.schema], np.int64)  # members' indices in self.partitions
         return groups
@@ -352,27 +270,28 @@ class Table:
         """(maybe, always or None) over g's row groups: each member under its class's residual."""
         cls = plan.class_of(g.positions)
         if not (cls != cls[0]).any():
-            return self._class_masks(g, plan, int(cls[0]), always)
+            return self._class_masks(g, plan, int(cls[0]), always, None)
         per_rg = np.repeat(cls, np.diff(g.starts))
         maybe, sure = np.zeros(g.n, bool), np.zeros(g.n, bool) if always else None
         for c in np.unique(cls).tolist():
-            m, a = self._class_masks(g, plan, c, always)
             sel = per_rg == c
+            m, a = self._class_masks(g, plan, c, always, sel)  # costly lookups for its members only
             maybe[sel] = np.broadcast_to(m, g.n)[sel]
             if always:
                 sure[sel] = np.broadcast_to(a, g.n)[sel]
         return maybe, sure
 
-    def _class_masks(self, g, plan, c, always):
+    def _class_masks(self, g, plan, c, always, need):
+        """Masks under class c's residual, exact where `need` (None: every row group)."""
         if plan.residuals[c] is None:  # every row matches: every row group with rows
             rows = g.rows64 > 0
             return rows, rows
         upper, lower = plan.bounds(c)
         if not always:
-            return evaluate(bind(upper, g.schema), g.n, g.stats, g.blooms), None
-        maybe, sure = classify(bind(upper, g.schema), g.n, g.stats, g.blooms)
-        if lower is not upper:
-            sure = classify(bind(lower, g.schema), g.n, g.stats, g.blooms)[1] & maybe
+            return evaluate(bind(upper, g.schema), g.n, g.stats, g.blooms, need), None
+        maybe, sure = classify(bind(upper, g.schema), g.n, g.stats, g.blooms, need)
+        if lower is not upper:  # ALWAYS under the lower bound, only where the upper one may match
+            sure = classify(bind(lower, g.schema), g.n, g.stats, g.blooms, maybe)[1] & maybe
         return maybe, sure
 
     def prune(self, predicate):
