@@ -11,6 +11,7 @@ never lists the table or fetches a `_pm`.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -26,24 +27,38 @@ from ..prune import expr as E
 from ..prune.arrow import filter_table
 from ..table.decode import decode_partition
 from ..table.ranges import DEFAULT_MAX_GAP, fetch_range, plan
+from ..storage.objects import reader_for
+from ..table.reuse import OpenTables
 from ..table.table import Table
 from .filters import exact_type, to_expression
-from .options import TABLE_METADATA_KEY, is_catalog_create, table_location, table_metadata, user_options, \
-    with_table_options
+from .options import TABLE_METADATA_KEY, is_catalog_create, storage_options, table_location, table_metadata, \
+    user_options, with_table_options
 from .writer import QdbpmWriter
 from .types import ddl_of, key_schema, spark_field, spark_type, to_spark_arrow
 
 FETCH_WORKERS = 8  # concurrent range requests per task
 
 
+# Tables kept open across queries in this worker (PySpark reuses its Python workers), each
+# reused only while its listing is unchanged (table/reuse.py).
+OPEN_TABLES = OpenTables()
+_LISTERS = {}  # table key -> what lists it (S3Direct for s3fs), kept with the worker
+
+
 def open_table(options) -> Table:
-    """The data source's table: listed once, hive keys typed as Spark infers them."""
+    """The data source's table: listed once per call, hive keys typed as Spark infers them; kept
+    open in this worker and reused while unchanged (never close it)."""
     fs, root = table_location(options)
-    with Table(root, fs, partitioning=None) as listing:
-        names = listing.partitions
-    if not names:
-        raise PmError(f"no partitions (directories with a _pm) under {user_options(options).get('path')!r}")
-    return Table(root, fs, partitions=names, partitioning=key_schema(names))
+    key = (root, json.dumps(storage_options(options), sort_keys=True, default=str))
+    if fs is not None and key not in _LISTERS:
+        _LISTERS[key] = reader_for(fs)
+
+    def opener(names):
+        if not names:
+            raise PmError(f"no partitions (directories with a _pm) under {user_options(options).get('path')!r}")
+        return Table(root, fs, partitions=names, partitioning=key_schema(names))
+
+    return OPEN_TABLES.get(key, root, fs, opener, io=_LISTERS.get(key))
 
 
 def _key_fields(t, pm):
@@ -110,8 +125,7 @@ class QdbpmReader(DataSourceReader):
             return [QdbpmPartition([self._work(t, p, shares[p], sorted(rgs)) for p, rgs in sorted(b[1].items())])
                     for b in bins if b[1]] or [QdbpmPartition([])]
         finally:
-            t.close()  # planning is over: tasks read from their plans alone
-            self._table = None
+            self._table = None  # planning is over: tasks read from their plans alone (the table stays open)
 
     def _work(self, t, p, share, rgs):
         """One partition's share of a task: its `_pm` bytes, key values and byte-range plans."""
@@ -191,10 +205,10 @@ class QdbpmDataSource(DataSource):
         return "qdbpm"
 
     def schema(self):
-        with open_table(self.options) as t:
-            pm = t.meta(t.partitions[0])
-            fields = [(n, f[0]) for c, n in enumerate(pm.column_names) if (f := spark_field(pm, c)) is not None]
-            fields += [(n, ddl_of(at)) for n, at in _key_fields(t, pm)]
+        t = open_table(self.options)
+        pm = t.meta(t.partitions[0])
+        fields = [(n, f[0]) for c, n in enumerate(pm.column_names) if (f := spark_field(pm, c)) is not None]
+        fields += [(n, ddl_of(at)) for n, at in _key_fields(t, pm)]
         # CREATE TABLE: the options ride in the first field's metadata (options.with_table_options).
         meta = {TABLE_METADATA_KEY: table_metadata(self.options)} if is_catalog_create(self.options) else {}
         return T.StructType([T.StructField(n, spark_type(ddl), True, meta if i == 0 else {})

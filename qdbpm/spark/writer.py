@@ -54,7 +54,7 @@ from ..storage.objects import storage_errors
 from ..sync.append import append
 from ..sync.generate import generate
 from ..table.partitioning import NULL_FALLBACK
-from ..table.table import find_partitions
+from ..table.listing import find_partitions
 from .options import storage_options
 
 __all__ = ["QdbpmWriter", "QdbpmCommitMessage", "STAGING_DIR", "DEFAULT_ROW_GROUP_SIZE", "WRITER_OPTIONS"]

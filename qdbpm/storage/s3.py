@@ -251,12 +251,13 @@ class S3Direct:
         with ThreadPoolExecutor(min(WORKERS, len(paths)), thread_name_prefix="qdbpm-s3") as pool:
             return dict(zip(paths, pool.map(self.cat_file, paths)))
 
-    def find(self, path, *, page_size=1000):
+    def find(self, path, *, detail=False, page_size=1000):
         """Every object key under `path` ("bucket/prefix"), as "bucket/key", sorted; listed in
-        pages of at most `page_size` keys."""
+        pages of at most `page_size` keys. detail=True: {key: {"size": n, "ETag": etag}} (as
+        fsspec's find(detail=True) gives them)."""
         bucket, _, prefix = path.strip("/").partition("/")
         prefix = prefix + "/" if prefix else ""
-        out, token = [], None
+        out, details, token = [], {}, None
         while True:
             q = {"list-type": "2", "prefix": prefix, "max-keys": str(page_size)}
             if token:
@@ -273,12 +274,17 @@ class S3Direct:
                 key, etag = c.findtext(f"{ns}Key"), c.findtext(f"{ns}ETag")
                 if key:
                     out.append(f"{bucket}/{key}")
+                    try:
+                        details[f"{bucket}/{key}"] = {"size": int(c.findtext(f"{ns}Size") or -1), "ETag": etag}
+                    except ValueError:
+                        raise StorageError(f"s3://{bucket}/{key}: the listing gives a size that is no "
+                                           f"integer: {c.findtext(f'{ns}Size')[:40]!r}") from None
                     if etag:  # a listed object is pinned from here: replaced after it, it is refused
                         self._etags.setdefault(f"{bucket}/{key}", _etag(etag))
             truncated = (root.findtext(f"{ns}IsTruncated") or "").lower() == "true"
             token = root.findtext(f"{ns}NextContinuationToken")
             if not truncated:
-                return sorted(out)
+                return {k: details[k] for k in sorted(out)} if detail else sorted(out)
             if not token:
                 raise StorageError(f"s3://{bucket}/{prefix}: listing is truncated without a continuation token")
 

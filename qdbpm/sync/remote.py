@@ -19,7 +19,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
 from ..errors import PmError
-from ..table.table import HIDDEN_PREFIXES, is_hidden
+from ..table.listing import HIDDEN_PREFIXES, is_hidden
 from ..storage.objects import storage_errors
 
 

@@ -30,48 +30,11 @@ from ..prune.stats import Schema
 from ..storage.objects import close_reader, reader_for
 from .decode import footer_schemas
 from .group import Group
+from .listing import find_partitions
 from .key_plan import KeyPlan, plan as plan_keys
 from .ranges import DEFAULT_MAX_GAP
 from .read_schema import ColumnSchemas, schema_key
 from .scan import DEFAULT_MEMORY_BUDGET, Scan
-
-
-HIDDEN_PREFIXES = (".", "_")  # pyarrow.dataset's ignore_prefixes; also Spark's and Hive's rule
-
-
-def is_hidden(relative_path) -> bool:
-    """Whether a '/'-separated path below a table root lies under a directory whose name starts
-    with '.' or '_' (a writer's staging area, `_temporary`, ...): never a partition, never listed."""
-    parts = [p for p in str(relative_path).split("/") if p]
-    return any(p.startswith(HIDDEN_PREFIXES) for p in parts[:-1])
-
-
-def find_partitions(root, filesystem=None, *, io=None) -> list:
-    """Relative paths (sorted, '/'-separated) of directories below root holding a `_pm`, none
-    under a hidden directory (`is_hidden`); `io` lists in the filesystem's place
-    (Table passes its S3Direct)."""
-    if filesystem is not None:
-        base = filesystem._strip_protocol(root).rstrip("/")
-        out = []
-        for f in (io or filesystem).find(base):
-            f = f.rstrip("/")
-            if f.rsplit("/", 1)[-1] == L.PM_FILE_NAME and f.startswith(base):
-                rel = f[len(base):].strip("/")
-                if not is_hidden(rel):
-                    out.append(rel.rsplit("/", 1)[0] if "/" in rel else "")
-        if not out:
-            raise PmError(f"no partitions (directories with a _pm) under {root!r}")
-        return sorted(out)
-    root = os.fspath(root)
-    if not os.path.isdir(root):
-        raise PmError(f"table root {root!r} is not a directory")
-    out = []
-    for d, dirs, files in os.walk(root):
-        dirs[:] = sorted(x for x in dirs if not x.startswith(HIDDEN_PREFIXES))  # staging areas
-        if L.PM_FILE_NAME in files:
-            rel = os.path.relpath(d, root)
-            out.append("" if rel == "." else rel.replace(os.sep, "/"))
-    return sorted(out)
 
 
 class Table:

@@ -112,7 +112,7 @@ def test_hidden_directories_are_never_partitions(tmp_path):
 
     from qdbpm.sync.generate import generate
     from qdbpm.sync.remote import find_parquet
-    from qdbpm.table.table import find_partitions, is_hidden
+    from qdbpm.table.listing import find_partitions, is_hidden
 
     for rel in ["day=1", "_staging/job/day=2", ".hidden/day=3", "day=4/_tmp"]:
         d = tmp_path / rel

@@ -1,0 +1,65 @@
+"""Which directories of a table root are partitions: the one listing rule (directories below the
+root holding a `_pm`, none under a hidden `_`/`.` directory), with each `_pm`'s identity when
+asked, so a reader can tell an unchanged table from a changed one without opening anything."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import PmError
+from ..pm import layout as L
+
+HIDDEN_PREFIXES = (".", "_")  # pyarrow.dataset's ignore_prefixes; also Spark's and Hive's rule
+
+
+def is_hidden(relative_path) -> bool:
+    """Whether a '/'-separated path below a table root lies under a directory whose name starts
+    with '.' or '_' (a writer's staging area, `_temporary`, ...): never a partition, never listed."""
+    parts = [p for p in str(relative_path).split("/") if p]
+    return any(p.startswith(HIDDEN_PREFIXES) for p in parts[:-1])
+
+
+def find_partitions(root, filesystem=None, *, io=None) -> list:
+    """Relative paths (sorted, '/'-separated) of directories below root holding a `_pm`, none
+    under a hidden directory (`is_hidden`); `io` lists in the filesystem's place
+    (Table passes its S3Direct)."""
+    return sorted(list_partitions(root, filesystem, io=io, identities=False))
+
+
+def list_partitions(root, filesystem=None, *, io=None, identities=True) -> dict:
+    """{partition: identity of its `_pm`} (find_partitions' rule). The identity changes whenever
+    the `_pm` may have: locally (size, mtime ns, inode) from one stat (an append grows it, a
+    rewrite renames a new file in); on an object store (size, ETag) from the listing itself.
+    identities=False: None for each (no stat)."""
+    if filesystem is not None:
+        base = filesystem._strip_protocol(root).rstrip("/")
+        lister = io or filesystem
+        found = lister.find(base, detail=True) if identities else dict.fromkeys(lister.find(base))
+        out = {}
+        for f, info in found.items():
+            f = f.rstrip("/")
+            if f.rsplit("/", 1)[-1] == L.PM_FILE_NAME and f.startswith(base):
+                rel = f[len(base):].strip("/")
+                if not is_hidden(rel):
+                    ident = None if info is None else (int(info.get("size", -1)), info.get("ETag") or info.get("etag"))
+                    out[rel.rsplit("/", 1)[0] if "/" in rel else ""] = ident
+        if not out:
+            raise PmError(f"no partitions (directories with a _pm) under {root!r}")
+        return out
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        raise PmError(f"table root {root!r} is not a directory")
+    out = {}
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not x.startswith(HIDDEN_PREFIXES))  # staging areas
+        if L.PM_FILE_NAME in files:
+            rel = os.path.relpath(d, root)
+            ident = None
+            if identities:
+                try:
+                    st = os.stat(os.path.join(d, L.PM_FILE_NAME))
+                except FileNotFoundError:
+                    continue  # removed since the directory was read: not a partition now
+                ident = (st.st_size, st.st_mtime_ns, st.st_ino)
+            out["" if rel == "." else rel.replace(os.sep, "/")] = ident
+    return out
