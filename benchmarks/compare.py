@@ -1,16 +1,15 @@
 """qdbpm and its peers on the same data, in one run: medians, ratios, and the issues' goals.
 
     python benchmarks/compare.py [--quick] [--json FILE] [--skip table,bloom,...]
+                                 [--oneshot-sizes 1000,10000]
 
 Datasets (seeded, built once per machine in $QDBPM_BENCH_CACHE, default ~/.cache/qdbpm-bench; see
 benchmarks/datasets.py): A = 10,000 row groups x 8 columns, B = 200 row groups x 1,000 columns
-(100 rows per row group; ts ascending timestamp[us] + int64 / double / string columns), and a
-table of 1,000 partitions x 10 row groups x 8 columns. Every contender of a scenario runs once per
-round, rounds interleaved (order rotated each round), so slow drift on a shared machine hits all
-of them alike; reported times are medians over rounds (fast operations are batched within a
-sample; as in timeit, garbage is collected before and cyclic GC is off inside each sample). Compare ratios,
-not absolute times. Everything is single-threaded except where a row says otherwise (DuckDB
-runs with threads=1).
+(100 rows per row group; ts ascending timestamp[us] + int64 / double / string columns), and
+tables of 1,000 and 10,000 partitions x 10 row groups x 8 columns (the 10,000 one only for
+oneshot at that size: about 2 minutes to build, once). Contenders run in interleaved rounds and
+report medians (benchmarks/harness.py). Compare ratios, not absolute times. Everything is
+single-threaded except where a row says otherwise (DuckDB runs with threads=1).
 
 Scenarios:
   open     open + CRC verify of the `_pm`; limits: CRC-32 (ours, zlib) and a numpy copy of the file
@@ -22,14 +21,22 @@ Scenarios:
   generate qdbpm.generate (footer parse + _pm write + fsync) vs pq.read_metadata
   table    Table.prune over 1,000 partitions after every `_pm` is open (first call and cached) vs
            DuckDB with its metadata cache on and pyarrow.dataset fragments with cached metadata
+  oneshot  (benchmarks/compare_tables.py) the same predicate (a 100-row-group ts window at every
+           size) answered from nothing kept: `with open_table(root) as t: t.prune(WHERE)` and
+           `t.scan(WHERE).count()` vs DuckDB count(*) over the file list (metadata cache on and
+           warm) and a fresh pyarrow.dataset + split_by_row_group; per table size
+           (--oneshot-sizes; default 1000 with --quick, else 1000,10000) and the growth across sizes
   bloom    batch SBBF probes (value x filter) vs pybloom-live; batch XXH64 vs the xxhash package
   crc      CRC-32 GB/s: ours (isal when installed) vs zlib vs memory copy
 
-Goals (from the issues), printed met / MISSED ("report" rows are context, not judged):
+Goals (from the issues), printed met / MISSED ("report" rows are context, not judged). Absolute
+times are judged on this process's CPU time, which other load on a shared machine does not
+inflate (wall time reported next to them):
   generate >= 3x faster than pq.read_metadata (file A)
   prune (stats cached) >= 1,000x pyarrow read_metadata + Python stats loop, >= 100x DuckDB cached
-  1,000-partition Table.prune <= 10 ms after open (first call; an absolute time, so judged on this
-  process's CPU time, which other load on a shared machine does not inflate; wall time reported)
+  1,000-partition Table.prune <= 10 ms after open (first call)
+  one shot (issue 17): 1,000 partitions open_table + first prune <= 15 ms and >= 9x faster than
+  DuckDB with its metadata cache on; 10,000 partitions <= 150 ms; growth linear or better
   bloom batch >= 50 M value x filter probes/s on one core and >= 100x pybloom-live
 """
 
@@ -37,11 +44,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gc
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -52,126 +57,10 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` and the work
 import numpy as np  # noqa: E402
 
 from benchmarks import datasets as D  # noqa: E402
+from benchmarks.compare_tables import scenario_oneshot, scenario_table  # noqa: E402
+from benchmarks.harness import Contender, Report, duckdb_connection, run_rounds  # noqa: E402
 
-SCENARIOS = ("open", "prune", "generate", "table", "bloom", "crc")
-
-
-# --- timing ------------------------------------------------------------------------------------
-
-
-class Contender:
-    """fn() timed in batches; or, with `setup`, fn(setup()) timed once per sample and
-    teardown(state) run after the clock stops."""
-
-    def __init__(self, name, fn, setup=None, note="", teardown=None):
-        self.name, self.fn, self.setup, self.note, self.teardown = name, fn, setup, note, teardown
-        self.number = 1
-        self.samples = []  # wall seconds per call
-        self.cpu_samples = []  # this process's CPU seconds per call (robust to other load)
-
-    def sample(self):
-        # As timeit does: collect first, no cyclic GC inside the timed region (a full collection
-        # of whatever the other contenders left behind would land on whoever runs next).
-        state = self.setup() if self.setup is not None else None
-        gc.collect()
-        gc.disable()
-        try:
-            if self.setup is not None:
-                c, t = time.process_time(), time.perf_counter()
-                self.fn(state)
-                self.samples.append(time.perf_counter() - t)
-                self.cpu_samples.append(time.process_time() - c)
-                if self.teardown is not None:
-                    self.teardown(state)
-                return
-            fn, n = self.fn, self.number
-            c, t = time.process_time(), time.perf_counter()
-            for _ in range(n):
-                fn()
-            self.samples.append((time.perf_counter() - t) / n)
-            self.cpu_samples.append((time.process_time() - c) / n)
-        finally:
-            gc.enable()
-
-    @property
-    def median(self):
-        return statistics.median(self.samples)
-
-    @property
-    def cpu_median(self):
-        return statistics.median(self.cpu_samples)
-
-
-def run_rounds(contenders, rounds, target):
-    """Calibrate (one warm call each), then `rounds` interleaved rounds."""
-    for c in contenders:
-        if c.setup is None:
-            c.fn()  # the first call may pay one-time costs (imports, page faults)
-            t = time.perf_counter()
-            c.fn()
-            t = time.perf_counter() - t
-            c.number = max(1, min(10_000, int(target / max(t, 1e-7))))
-        else:
-            state = c.setup()
-            c.fn(state)
-            if c.teardown is not None:
-                c.teardown(state)
-    for k in range(rounds):
-        # Rotate the order each round: no contender always follows the same neighbour.
-        for c in contenders[k % len(contenders):] + contenders[:k % len(contenders)]:
-            c.sample()
-    return contenders
-
-
-def fmt_time(s):
-    if s >= 1:
-        return f"{s:8.3f} s "
-    if s >= 1e-3:
-        return f"{s * 1e3:8.2f} ms"
-    return f"{s * 1e6:8.1f} us"
-
-
-class Report:
-    def __init__(self):
-        self.rows = []
-        self.goals = []
-        self.info = {}
-
-    def table(self, scenario, dataset, contenders, base, extra=None):
-        """Print contenders with `peer / base` ratios (how many times base is faster)."""
-        print(f"\n== {scenario} [{dataset}]")
-        width = max(len(c.name) for c in contenders)
-        for c in contenders:
-            ratio = c.median / base.median
-            tag = "" if c is base else (f"{ratio:10.1f}x" if ratio >= 1 else f"{ratio:10.3g}x")
-            extra_s = f"   {extra[c.name]}" if extra and c.name in extra else ""
-            print(f"  {c.name:<{width}}  {fmt_time(c.median)}  {tag:>11}{extra_s}"
-                  + (f"   ({c.note})" if c.note else ""))
-            self.rows.append({"scenario": scenario, "dataset": dataset, "what": c.name,
-                              "median_s": c.median, "samples_s": c.samples, "cpu_median_s": c.cpu_median,
-                              "calls_per_sample": c.number,
-                              "ratio_to": base.name, "ratio": ratio,
-                              **({"extra": extra[c.name]} if extra and c.name in extra else {})})
-        print(f"  (ratio = time / time of {base.name!r})")
-
-    def goal(self, text, value, target, unit, higher_is_better=True, report_only=False):
-        """A goal from the issues (met / MISSED), or with report_only a number shown against the
-        same target for context, never judged."""
-        met = value >= target if higher_is_better else value <= target
-        self.goals.append({"goal": text, "value": value, "target": target, "unit": unit,
-                           "op": ">=" if higher_is_better else "<=", "met": None if report_only else bool(met),
-                           "margin": (value / target) if higher_is_better else (target / value)})
-
-    def print_goals(self):
-        print("\n== goals")
-        width = max(len(g["goal"]) for g in self.goals)
-        for g in self.goals:
-            op = g["op"]
-            v = g["value"]
-            vs = f"{v:,.1f}" if v >= 10 else f"{v:.3g}"
-            status = "report" if g["met"] is None else ("met" if g["met"] else "MISSED")
-            print(f"  {g['goal']:<{width}}  {vs:>10} {g['unit']:<9} {status:<6} "
-                  f"({g['margin']:.2f}x the target {op} {g['target']:,})")
+SCENARIOS = ("open", "prune", "generate", "table", "oneshot", "bloom", "crc")
 
 
 # --- scenarios ---------------------------------------------------------------------------------
@@ -218,14 +107,6 @@ def _pyarrow_prune(path, lo, hi, x_cut, md=None):
     return keep
 
 
-def _ds_filter(lo, hi, x_cut):
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-
-    t = pa.timestamp("us")
-    return (ds.field("ts") >= pa.scalar(lo, t)) & (ds.field("ts") <= pa.scalar(hi, t)) & (ds.field("x") > x_cut)
-
-
 def _ds_fresh(path, flt):
     import pyarrow.dataset as ds
 
@@ -233,15 +114,6 @@ def _ds_fresh(path, flt):
     for frag in ds.dataset(path, format="parquet").get_fragments():
         out.extend(f.row_groups[0].id for f in frag.split_by_row_group(flt))
     return out
-
-
-def _duckdb(cache: bool):
-    import duckdb
-
-    con = duckdb.connect()
-    con.execute("SET threads=1")
-    con.execute(f"SET parquet_metadata_cache={'true' if cache else 'false'}")
-    return con
 
 
 def scenario_prune(rep, label, parquet, pm_path, rounds, target, goals=False):
@@ -259,13 +131,13 @@ def scenario_prune(rep, label, parquet, pm_path, rounds, target, goals=False):
     pm.prune(expr)
     fresh = qdbpm.open(pm_path)
     md = pq.read_metadata(parquet)
-    flt = _ds_filter(lo, hi, D.X_CUT)
+    flt = D.arrow_filter(lo, hi, D.X_CUT)
     import pyarrow.dataset as ds
 
     frag = next(ds.dataset(parquet, format="parquet").get_fragments())
     frag.ensure_complete_metadata()
     q = f"SELECT count(*) FROM read_parquet('{parquet}') WHERE {sql}"
-    duck_off, duck_on = _duckdb(False), _duckdb(True)
+    duck_off, duck_on = duckdb_connection(False), duckdb_connection(True)
 
     # The same answer everywhere (row groups kept; DuckDB's count over them).
     ours = np.nonzero(pm.prune(expr))[0].tolist()
@@ -347,81 +219,6 @@ def scenario_generate(rep, label, parquet, rounds, target, goals=False):
     if goals:
         rep.goal(f"generate vs pq.read_metadata ({label})", cs[3].median / cs[0].median, 3, "x faster")
     os.remove(out)
-
-
-def scenario_table(rep, rounds, target):
-    import duckdb
-    import pyarrow  # noqa: F401  (Table.prune returns a pyarrow table: import cost not counted)
-    import pyarrow.dataset as ds
-
-    from qdbpm.prune.expr import parse
-    from qdbpm.table.table import open_table
-
-    root = D.table_dir()
-    lo, hi = D.selective_window(10_000)
-    sql = D.predicate_sql(lo, hi)
-    expr = parse(sql)
-
-    def opened():
-        t = open_table(root)
-        for p in t.partitions:
-            t.meta(p)
-        return t
-
-    t0 = time.perf_counter()
-    warm = opened()
-    t_open = time.perf_counter() - t0
-    warm.prune(expr)
-    n_parts = len(warm.partitions)
-    res = warm.prune(expr)
-    survivors = res.num_rows
-
-    def close(t):
-        t.close()
-
-    dset = ds.dataset(root, format="parquet")
-    frags = list(dset.get_fragments())
-    for f in frags:
-        f.ensure_complete_metadata()
-    flt = _ds_filter(lo, hi, D.X_CUT)
-
-    def ds_cached():
-        n = 0
-        for f in frags:
-            n += len(f.split_by_row_group(flt))
-        return n
-
-    if ds_cached() != survivors:
-        raise SystemExit(f"table: pyarrow.dataset keeps {ds_cached()} row groups, qdbpm {survivors}")
-    con = duckdb.connect()
-    con.execute("SET threads=1")
-    con.execute("SET parquet_metadata_cache=true")
-    q = f"SELECT count(*) FROM read_parquet('{root}/*/data.parquet') WHERE {sql}"
-    con.execute(q).fetchone()
-    cs = run_rounds([
-        Contender("qdbpm Table.prune, first call after open", lambda t: t.prune(expr), setup=opened, teardown=close,
-                  note="schemas grouped, ts/x stats decoded + concatenated, pyarrow result"),
-        Contender("qdbpm Table.prune, cached", lambda: warm.prune(expr)),
-        Contender("qdbpm open_table + open every _pm", lambda box: box.append(opened()), setup=list,
-                  teardown=lambda box: box.pop().close(), note="not part of the goal"),
-        Contender("pyarrow.dataset split_by_row_group x 1,000, cached", ds_cached),
-        Contender("DuckDB count(*) over 1,000 files, metadata cache on", lambda: con.execute(q).fetchone()),
-    ], max(3, rounds // 2), target)
-    rep.table("table", f"{n_parts:,} partitions x 10 row groups x 8 columns, {survivors} row groups survive",
-              cs, cs[0])
-    rep.info["table"] = {"predicate": sql, "partitions": n_parts, "survivors": survivors, "open_once_s": t_open}
-    # An absolute goal on a shared machine: judged on this process's CPU time (other processes'
-    # load does not count), the wall time shown next to it.
-    print(f"  first call: wall {cs[0].median * 1e3:.2f} ms, process CPU {cs[0].cpu_median * 1e3:.2f} ms; "
-          f"second call: wall {cs[1].median * 1e3:.3f} ms, CPU {cs[1].cpu_median * 1e3:.3f} ms")
-    rep.goal("1,000-partition Table.prune after open, first call, CPU (<= 10 ms)", cs[0].cpu_median * 1e3, 10,
-             "ms", higher_is_better=False)
-    rep.goal("1,000-partition Table.prune after open, first call, wall (<= 10 ms)", cs[0].median * 1e3, 10,
-             "ms", higher_is_better=False, report_only=True)
-    rep.goal("1,000-partition Table.prune, second call, wall (<= 10 ms)", cs[1].median * 1e3, 10, "ms",
-             higher_is_better=False, report_only=True)
-    warm.close()
-    con.close()
 
 
 def scenario_bloom(rep, rounds, target, quick):
@@ -531,12 +328,20 @@ def main(argv=None):
     ap.add_argument("--json", metavar="FILE", help="also write every sample and goal as JSON ('-': stdout)")
     ap.add_argument("--skip", default="", help=f"comma-separated scenarios to skip: {','.join(SCENARIOS)}")
     ap.add_argument("--rounds", type=int, help="interleaved rounds (default 7, --quick 3)")
+    ap.add_argument("--oneshot-sizes", metavar="N,N", help="oneshot table sizes in partitions "
+                    "(default 1000 with --quick, else 1000,10000; a new size is built once, ~12 ms a partition)")
     args = ap.parse_args(argv)
     skip = {s for s in args.skip.split(",") if s}
     if skip - set(SCENARIOS):
         ap.error(f"unknown scenario(s) {sorted(skip - set(SCENARIOS))}")
     rounds = args.rounds or (3 if args.quick else 7)
     target = 0.02 if args.quick else 0.05
+    try:
+        sizes = [int(n) for n in (args.oneshot_sizes or ("1000" if args.quick else "1000,10000")).split(",")]
+    except ValueError:
+        ap.error(f"--oneshot-sizes wants comma-separated partition counts, not {args.oneshot_sizes!r}")
+    if min(sizes) < 1:
+        ap.error("--oneshot-sizes: partition counts start at 1")
     rep = Report()
     rep.info["machine"] = machine_info()
     started = time.perf_counter()
@@ -545,6 +350,9 @@ def main(argv=None):
     b = D.parquet_and_pm(200, 1_000)
     if "table" not in skip:
         D.table_dir()
+    if "oneshot" not in skip:
+        for n in sizes:
+            D.table_dir(n)
     print(f"datasets ready in {time.perf_counter() - t:.1f} s (cache: {D.CACHE}); "
           f"{rounds} rounds; medians; ratio = time / time of the first (reference) row")
     A, B = "A 10,000 x 8", "B 200 x 1,000"
@@ -559,6 +367,8 @@ def main(argv=None):
         scenario_generate(rep, B, b[0], rounds, target)
     if "table" not in skip:
         scenario_table(rep, rounds, target)
+    if "oneshot" not in skip:
+        scenario_oneshot(rep, sizes, rounds, target)
     if "bloom" not in skip:
         scenario_bloom(rep, rounds, target, args.quick)
     if "crc" not in skip:

@@ -1,0 +1,147 @@
+"""The comparison harness of benchmarks/compare*.py: interleaved timed rounds, the report of
+medians, ratios and goals, and the peers' settings every scenario shares.
+
+Every contender of a scenario runs once per round, rounds interleaved (order rotated each round),
+so slow drift on a shared machine hits all of them alike; reported times are medians over rounds
+(fast operations are batched within a sample; as in timeit, garbage is collected before and
+cyclic GC is off inside each sample).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+
+
+# --- timing ------------------------------------------------------------------------------------
+
+
+class Contender:
+    """fn() timed in batches; or, with `setup`, fn(setup()) timed once per sample and
+    teardown(state) run after the clock stops."""
+
+    def __init__(self, name, fn, setup=None, note="", teardown=None):
+        self.name, self.fn, self.setup, self.note, self.teardown = name, fn, setup, note, teardown
+        self.number = 1
+        self.samples = []  # wall seconds per call
+        self.cpu_samples = []  # this process's CPU seconds per call (robust to other load)
+
+    def sample(self):
+        # As timeit does: collect first, no cyclic GC inside the timed region (a full collection
+        # of whatever the other contenders left behind would land on whoever runs next).
+        state = self.setup() if self.setup is not None else None
+        gc.collect()
+        gc.disable()
+        try:
+            if self.setup is not None:
+                c, t = time.process_time(), time.perf_counter()
+                self.fn(state)
+                self.samples.append(time.perf_counter() - t)
+                self.cpu_samples.append(time.process_time() - c)
+                if self.teardown is not None:
+                    self.teardown(state)
+                return
+            fn, n = self.fn, self.number
+            c, t = time.process_time(), time.perf_counter()
+            for _ in range(n):
+                fn()
+            self.samples.append((time.perf_counter() - t) / n)
+            self.cpu_samples.append((time.process_time() - c) / n)
+        finally:
+            gc.enable()
+
+    @property
+    def median(self):
+        return statistics.median(self.samples)
+
+    @property
+    def cpu_median(self):
+        return statistics.median(self.cpu_samples)
+
+
+def run_rounds(contenders, rounds, target):
+    """Calibrate (one warm call each), then `rounds` interleaved rounds."""
+    for c in contenders:
+        if c.setup is None:
+            c.fn()  # the first call may pay one-time costs (imports, page faults)
+            t = time.perf_counter()
+            c.fn()
+            t = time.perf_counter() - t
+            c.number = max(1, min(10_000, int(target / max(t, 1e-7))))
+        else:
+            state = c.setup()
+            c.fn(state)
+            if c.teardown is not None:
+                c.teardown(state)
+    for k in range(rounds):
+        # Rotate the order each round: no contender always follows the same neighbour.
+        for c in contenders[k % len(contenders):] + contenders[:k % len(contenders)]:
+            c.sample()
+    return contenders
+
+
+def fmt_time(s):
+    if s >= 1:
+        return f"{s:8.3f} s "
+    if s >= 1e-3:
+        return f"{s * 1e3:8.2f} ms"
+    return f"{s * 1e6:8.1f} us"
+
+
+class Report:
+    """Rows, goals and run facts, printed as they come and kept for --json."""
+
+    def __init__(self):
+        self.rows = []
+        self.goals = []
+        self.info = {}
+
+    def table(self, scenario, dataset, contenders, base, extra=None):
+        """Print contenders with `peer / base` ratios (how many times base is faster)."""
+        print(f"\n== {scenario} [{dataset}]")
+        width = max(len(c.name) for c in contenders)
+        for c in contenders:
+            ratio = c.median / base.median
+            tag = "" if c is base else (f"{ratio:10.1f}x" if ratio >= 1 else f"{ratio:10.3g}x")
+            extra_s = f"   {extra[c.name]}" if extra and c.name in extra else ""
+            print(f"  {c.name:<{width}}  {fmt_time(c.median)}  {tag:>11}{extra_s}"
+                  + (f"   ({c.note})" if c.note else ""))
+            self.rows.append({"scenario": scenario, "dataset": dataset, "what": c.name,
+                              "median_s": c.median, "samples_s": c.samples, "cpu_median_s": c.cpu_median,
+                              "calls_per_sample": c.number,
+                              "ratio_to": base.name, "ratio": ratio,
+                              **({"extra": extra[c.name]} if extra and c.name in extra else {})})
+        print(f"  (ratio = time / time of {base.name!r})")
+
+    def goal(self, text, value, target, unit, higher_is_better=True, report_only=False):
+        """A goal from the issues (met / MISSED), or with report_only a number shown against the
+        same target for context, never judged."""
+        met = value >= target if higher_is_better else value <= target
+        self.goals.append({"goal": text, "value": value, "target": target, "unit": unit,
+                           "op": ">=" if higher_is_better else "<=", "met": None if report_only else bool(met),
+                           "margin": (value / target) if higher_is_better else (target / value)})
+
+    def print_goals(self):
+        print("\n== goals")
+        width = max(len(g["goal"]) for g in self.goals)
+        for g in self.goals:
+            op = g["op"]
+            v = g["value"]
+            vs = f"{v:,.1f}" if v >= 10 else f"{v:.3g}"
+            status = "report" if g["met"] is None else ("met" if g["met"] else "MISSED")
+            print(f"  {g['goal']:<{width}}  {vs:>10} {g['unit']:<9} {status:<6} "
+                  f"({g['margin']:.2f}x the target {op} {g['target']:,})")
+
+
+# --- peers -------------------------------------------------------------------------------------
+
+
+def duckdb_connection(cache: bool):
+    """DuckDB as every scenario runs it: one thread, the Parquet metadata cache on or off."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET threads=1")
+    con.execute(f"SET parquet_metadata_cache={'true' if cache else 'false'}")
+    return con
