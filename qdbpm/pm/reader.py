@@ -5,6 +5,10 @@ Format only: pruning over these views is qdbpm.meta's. Every structural check (p
 runs on open, with or without the CRC check, before the bytes it guards are read, so later
 accessors (and the pruning code and SBBF kernels that trust them) never see an out-of-range
 reference or a filter size the kernels cannot take.
+
+They run first as one fused kernel pass (validate.check_open), which also says where each
+section lies; only a file it finds wrong is parsed the reference way (`_open_checked`), whose
+Python checks raise the error.
 """
 
 from __future__ import annotations
@@ -27,16 +31,19 @@ def _u32(buf, off):
 
 
 class _Footer:
-    """Fixed part of one footer, located through its trailer."""
+    """One footer, located through its trailer: its place, what the chain walk needs, and its
+    fixed part's bytes (a copy: a footer holds no view of the mapping)."""
 
-    __slots__ = ("pm_size", "start", "length", "fixed", "parquet_size")
+    __slots__ = ("pm_size", "start", "length", "raw", "parquet_size", "prev_pm_size")
 
-    def __init__(self, pm_size, start, length, fixed):
-        self.pm_size = pm_size
-        self.start = start
-        self.length = length
-        self.fixed = fixed
-        self.parquet_size = L.parquet_size(int(fixed["parquet_footer_offset"]), int(fixed["parquet_footer_length"]))
+    def __init__(self, pm_size, start, length, raw, parquet_size, prev_pm_size):
+        self.pm_size, self.start, self.length, self.raw = pm_size, start, length, raw
+        self.parquet_size, self.prev_pm_size = parquet_size, prev_pm_size
+
+    @property
+    def fixed(self):
+        """The fixed part as a (read-only) L.FOOTER_DTYPE record."""
+        return np.frombuffer(self.raw, L.FOOTER_DTYPE, count=1)[0]
 
 
 class PmFile:
@@ -62,20 +69,58 @@ class PmFile:
         try:
             self._buf = np.frombuffer(self._mm, dtype=np.uint8)
             self.pm_size = committed
-            # Only trailers and fixed footer fields are read before the CRC check, so a flipped
-            # byte anywhere it covers is reported as a checksum mismatch, not as whatever
-            # structural error the flip happens to cause.
-            self._footer = self._find_snapshot(parquet_size)
-            self.crc_offset = self._footer.start + self._footer.length - L.CRC_SIZE
-            self.stored_crc = _u32(self._buf, self.crc_offset)
-            if verify:
-                self.verify_checksum()
-            self._parse_header()
-            self._parse_footer()
-            self._parse_blocks()
+            plan = V.check_open(self._buf, parquet_size)
+            if plan is not None:
+                self._open_planned(plan, verify)
+            else:
+                self._open_checked(parquet_size, verify)
         except BaseException:
             self.close()
             raise
+
+    def _open_checked(self, parquet_size, verify):
+        """The reference open: parse in file order, each Python check before the bytes it guards.
+        Only trailers and fixed footer fields are read before the CRC check, so a flipped byte
+        anywhere it covers is reported as a checksum mismatch, not as whatever structural error
+        the flip happens to cause."""
+        self._footer = self._find_snapshot(parquet_size)
+        self.crc_offset = self._footer.start + self._footer.length - L.CRC_SIZE
+        self.stored_crc = _u32(self._buf, self.crc_offset)
+        if verify:
+            self.verify_checksum()
+        self._parse_header()
+        self._parse_footer()
+        self._parse_blocks()
+
+    def _open_planned(self, k, verify):
+        """The fast open: the kernel found every check passing; set what _open_checked would, from
+        its plan (k), with a handful of views."""
+        buf, start, ncols, rgc, nb = self._buf, k.footer_start, k.column_count, k.row_group_count, k.bloom_column_count
+        raw = buf[start : start + L.FOOTER_FIXED_SIZE].tobytes()
+        self._footer = _Footer(k.snapshot_size, start, k.footer_length, raw,
+                               L.parquet_size(k.parquet_footer_offset, k.parquet_footer_length), k.prev_pm_size)
+        self.crc_offset, self.stored_crc = k.crc_offset, k.stored_crc
+        if verify:
+            self.verify_checksum()
+        self.feature_flags, self.column_count, self.column_names = k.feature_flags, ncols, k.names
+        self.designated_timestamp, self.sorting_columns = k.designated_timestamp, k.sorting_columns
+        self.squash_tracker, self.header_end = k.squash_tracker, k.header_end
+        self.columns = np.frombuffer(buf, L.COLUMN_DTYPE, count=ncols, offset=L.HEADER_SIZE)
+        self.sorting_column_indices = np.frombuffer(buf, L.U32, count=k.sorting_column_count,
+                                                    offset=L.HEADER_SIZE + L.COLUMN_SIZE * ncols)
+        self.bloom_columns = np.frombuffer(buf, L.U32, count=nb, offset=k.bloom_columns_at) if nb \
+            else np.zeros(0, np.uint32)
+        self.snapshot_pm_size, self.footer_offset, self.parquet_size = k.snapshot_size, start, self._footer.parquet_size
+        self.parquet_footer_offset, self.parquet_footer_length = k.parquet_footer_offset, k.parquet_footer_length
+        self.row_group_count, self.unused_bytes, self.prev_pm_size = rgc, k.unused_bytes, k.prev_pm_size
+        self.footer_feature_flags, self.block_offsets, self.seq_txn = k.footer_feature_flags, k.block_offsets, k.seq_txn
+        self.bloom_table = None if k.bloom_table_at < 0 else np.frombuffer(
+            buf, L.BLOOM_EXTERNAL_DTYPE if self.bloom_external else L.U32, count=rgc * nb,
+            offset=k.bloom_table_at).reshape(rgc, nb)
+        self.scratchpad = None
+        if k.scratchpad_at >= 0:
+            self._parse_scratchpad(k.scratchpad_at, k.crc_offset)
+        self.num_rows, self.chunks = self._block_views(k.block_offsets, L.block_size(ncols), k.block_step)
 
     def _err(self, msg, cls=CorruptFileError):
         return cls(f"{self.path}: {msg}")
@@ -145,8 +190,10 @@ class PmFile:
         V.check_snapshot_size(size, self.pm_size, self._err)
         length = _u32(self._buf, size - L.TRAILER_SIZE)
         start = V.footer_start(size, length, self._err)
-        fixed = np.frombuffer(self._buf, L.FOOTER_DTYPE, count=1, offset=start)[0]
-        return _Footer(size, start, length, fixed)
+        raw = self._buf[start : start + L.FOOTER_FIXED_SIZE].tobytes()
+        fx = np.frombuffer(raw, L.FOOTER_DTYPE, count=1)[0]
+        return _Footer(size, start, length, raw, L.parquet_size(int(fx["parquet_footer_offset"]),
+                       int(fx["parquet_footer_length"])), int(fx["prev_pm_size"]))
 
     def _find_snapshot(self, parquet_size) -> _Footer:
         size = self.pm_size
@@ -156,7 +203,7 @@ class PmFile:
             seen.append(ft.parquet_size)
             if parquet_size is None or ft.parquet_size == parquet_size:
                 return ft
-            prev = int(ft.fixed["prev_pm_size"])
+            prev = ft.prev_pm_size
             if prev == 0:
                 raise self._err(f"no snapshot for Parquet size {parquet_size}; the chain holds {seen}",
                                 SnapshotNotFoundError)
@@ -168,7 +215,7 @@ class PmFile:
         out, ft = [], self._footer
         while True:
             out.append(ft.parquet_size)
-            prev = int(ft.fixed["prev_pm_size"])
+            prev = ft.prev_pm_size
             if prev == 0:
                 return out
             V.prev_link(prev, ft.pm_size, ft.start, self._err)
@@ -245,19 +292,23 @@ class PmFile:
     def _parse_blocks(self):
         offs, fixed, limit = self.block_offsets, L.block_size(self.column_count), self._footer.start
         V.check_block_offsets(offs, fixed, self.header_end, limit, self._err)
-        self.num_rows, self.chunks = self._block_views(offs, fixed)
+        rgc = self.row_group_count
+        step = int(offs[1] - offs[0]) if rgc > 1 else fixed
+        even = step >= fixed and bool(np.all(np.diff(offs) == step))
+        self.num_rows, self.chunks = self._block_views(offs, fixed, step if even else 0)
         V.check_chunks(self.chunks, offs, limit, self._err)
         if self.bloom_table is not None:
             V.check_blooms(self.bloom_table, self.bloom_columns, self.bloom_external, self._buf, self.header_end,
                            limit, self.parquet_footer_offset, self._err)
 
-    def _block_views(self, offs, fixed):
+    def _block_views(self, offs, fixed, step):
+        """num_rows and chunk records of the blocks at `offs`: views when they lie `step` bytes
+        apart (step > 0), else copies."""
         rgc, ncols, mm = self.row_group_count, self.column_count, self._mm
         if rgc == 0:
             return np.zeros(0, np.uint64), np.zeros((0, ncols), L.CHUNK_DTYPE)
         nr = L.BLOCK_NUM_ROWS_SIZE
-        step = int(offs[1] - offs[0]) if rgc > 1 else fixed
-        if step >= fixed and np.all(np.diff(offs) == step):
+        if step:
             # Evenly spaced blocks: zero-copy strided views of the mapping.
             num_rows = np.ndarray((rgc,), L.U64, buffer=mm, offset=int(offs[0]), strides=(step,))
             chunks = np.ndarray((rgc, ncols), L.CHUNK_DTYPE, buffer=mm, offset=int(offs[0]) + nr,

@@ -7,6 +7,11 @@ take. Checks over columns, row groups and chunks are vectorised: a 10,000-row-gr
 few array operations, not a Python loop per chunk. Each check reports the first offender.
 
 `err(msg, cls=CorruptFileError)` builds the exception (the reader's: it names the file).
+
+These checks are the reference: on open the reader first runs `check_open`, the Cython kernel
+(_validate.pyx) that makes all of them in one pass and answers a Plan (all fine) or None
+(something is wrong); only then does it run the checks below, which say what and raise. The
+kernel accepts exactly what they accept (tests/pm/test_validate_kernel.py).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import layout as L
+from ._validate import check_open  # noqa: F401  (re-exported: the reader's fast path)
 from ..errors import UnsupportedFeatureError
 
 _HEADER_FF = L.HEADER_AT["feature_flags"]
