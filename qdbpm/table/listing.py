@@ -50,10 +50,11 @@ def list_partitions(root, filesystem=None, *, io=None, identities=True) -> dict:
     if not os.path.isdir(root):
         raise PmError(f"table root {root!r} is not a directory")
     out = {}
+    prefix = os.path.join(root, "")  # os.walk joins below root: the relative path is a slice (relpath is slow)
     for d, dirs, files in os.walk(root):
         dirs[:] = sorted(x for x in dirs if not x.startswith(HIDDEN_PREFIXES))  # staging areas
         if L.PM_FILE_NAME in files:
-            rel = os.path.relpath(d, root)
+            rel = d[len(prefix):] if d.startswith(prefix) else os.path.relpath(d, root)
             ident = None
             if identities:
                 try:
@@ -61,5 +62,5 @@ def list_partitions(root, filesystem=None, *, io=None, identities=True) -> dict:
                 except FileNotFoundError:
                     continue  # removed since the directory was read: not a partition now
                 ident = (st.st_size, st.st_mtime_ns, st.st_ino)
-            out["" if rel == "." else rel.replace(os.sep, "/")] = ident
+            out["" if rel in (".", "") else rel.replace(os.sep, "/")] = ident
     return out
