@@ -40,6 +40,7 @@ import pyarrow.dataset as pads  # noqa: E402
 import pyarrow.fs as pafs  # noqa: E402
 
 import qdbpm  # noqa: E402
+from benchmarks.harness import timed_calls  # noqa: E402
 from qdbpm.cli.demo import build_trades  # noqa: E402
 from qdbpm.prune.arrow import to_arrow  # noqa: E402
 from qdbpm.sync.generate import generate  # noqa: E402
@@ -72,11 +73,8 @@ def handoff_read(root, fs, sql):
 
 
 def timed(fn, repeat):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
+    """(median seconds, last result)."""
+    times, out = timed_calls(fn, repeat)
     return statistics.median(times), out
 
 

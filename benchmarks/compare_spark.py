@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 import pyarrow.parquet as pq  # noqa: E402
 
 import qdbpm  # noqa: E402
+from benchmarks.harness import timed_calls  # noqa: E402
 import qdbpm.spark as qs  # noqa: E402
 from qdbpm.cli.demo import build_trades  # noqa: E402
 from qdbpm.sync.generate import generate  # noqa: E402
@@ -108,16 +109,6 @@ def bare_source():
     return BareSource
 
 
-def timed(fn, repeat):
-    """([seconds of each call], last result) of `repeat` calls of fn."""
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return times, out
-
-
 def table_root(work, args):
     """The benchmark table: --root when given (built there once and kept), else under `work`."""
     root = args.root or os.path.join(work, "t")
@@ -154,8 +145,8 @@ def main():
         spark.dataSource.register(bare_source())
         # fixed costs: a bare Spark job, and a Python data source reading one row
         spark.range(1).count()
-        fixed = {"bare Spark job": timed(lambda: spark.range(1).count(), args.repeat)[0],
-                 "bare Python source": timed(lambda: spark.read.format("qdbpm_bench_bare").load().count(),
+        fixed = {"bare Spark job": timed_calls(lambda: spark.range(1).count(), args.repeat)[0],
+                 "bare Python source": timed_calls(lambda: spark.read.format("qdbpm_bench_bare").load().count(),
                                              args.repeat + 1)[0][1:]}  # its first call starts the workers
         res = {}
         for name in ("qdbpm data source", "spark.read.parquet"):
@@ -171,7 +162,7 @@ def main():
                     df = spark.read.option("recursiveFileLookup", "true").parquet(root).where(WHERE)
                 return df, df.count()
 
-            t, (df, rows) = timed(query, args.repeat)
+            t, (df, rows) = timed_calls(query, args.repeat)
             if name.startswith("qdbpm"):
                 read = [line.split("\t") for f in os.listdir(audits[-1]) for line in open(os.path.join(audits[-1], f))]
                 rgs = len(read)

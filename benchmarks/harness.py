@@ -60,6 +60,17 @@ class Contender:
         return statistics.median(self.cpu_samples)
 
 
+def timed_calls(fn, repeat):
+    """([seconds of each call], last result) of `repeat` plain calls of fn (the end-to-end scripts,
+    where one call is long enough to time alone)."""
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return times, out
+
+
 def run_rounds(contenders, rounds, target):
     """Calibrate (one warm call each), then `rounds` interleaved rounds."""
     for c in contenders:

@@ -196,22 +196,28 @@ def _maybe(b, w, need) -> np.ndarray:
     return out
 
 
+def _fold(b, w, need, mask) -> np.ndarray:
+    """An AND / OR node's mask from its children's `mask(child, w, need)` (MAYBE or ALWAYS, both
+    combine alike): an AND asks a child only where m is still True, an OR only where m is still
+    False, so work is done only where it can change the answer."""
+    kids = w.children(b)
+    m = mask(kids[0], w, need)
+    for c in kids[1:]:
+        todo = _and(m, need) if b.op == "and" else _and(~m, need)
+        if not todo.any():
+            break
+        r = mask(c, w, todo if w.lazy else None)
+        if b.op == "and":
+            m &= r
+        else:
+            m |= r
+    return m
+
+
 def _evaluate(b, w, need) -> np.ndarray:
     """b's MAYBE mask, exact where `need` (None: everywhere); a fresh array."""
     if isinstance(b, Node):
-        kids = w.children(b)
-        m = _evaluate(kids[0], w, need)
-        for c in kids[1:]:
-            # AND: a child matters only where m is still True; OR: only where m is still False.
-            todo = _and(m, need) if b.op == "and" else _and(~m, need)
-            if not todo.any():
-                break
-            r = _evaluate(c, w, todo if w.lazy else None)
-            if b.op == "and":
-                m &= r
-            else:
-                m |= r
-        return m
+        return _fold(b, w, need, _evaluate)
     if b.kind == "const":
         return np.full(w.n, b.const)
     if b.kind in _RESIDUAL_KINDS:
@@ -275,19 +281,7 @@ def _leaf_mask(b: Leaf, s, w, need) -> np.ndarray:
 def _always(b, w, need) -> np.ndarray:
     """Row groups where every row makes `b` TRUE, exact where `need` (None: everywhere); a fresh array."""
     if isinstance(b, Node):
-        kids = w.children(b)
-        m = _always(kids[0], w, need)
-        for c in kids[1:]:
-            # AND: every child TRUE on every row; OR: one child TRUE on every row is enough.
-            todo = _and(m, need) if b.op == "and" else _and(~m, need)
-            if not todo.any():
-                break
-            r = _always(c, w, todo if w.lazy else None)
-            if b.op == "and":
-                m &= r
-            else:
-                m |= r
-        return m
+        return _fold(b, w, need, _always)
     if b.kind == "const":
         return np.full(w.n, b.const)
     if b.kind in _RESIDUAL_KINDS:

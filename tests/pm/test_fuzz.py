@@ -4,7 +4,6 @@ stays proportional to the file whatever its counts claim."""
 import glob
 import os
 import struct
-import zlib
 
 import numpy as np
 import pytest
@@ -12,7 +11,7 @@ import pytest
 import qdbpm
 from qdbpm.pm import layout as L
 from qdbpm.errors import CorruptFileError, PredicateError
-from support.fuzz import fix_crc, hostile_allocation_ok, run
+from support.fuzz import fix_crc, hostile_allocation_ok, run, with_footer
 from qdbpm.pm.encoder import encode_file
 
 from conftest import GOLDEN, read_bytes
@@ -57,14 +56,7 @@ def _append_footer(data: bytes, block_entries) -> bytes:
     with qdbpm.ParquetMeta("<seed>", data=data) as pm:
         fixed = bytearray(pm._footer.fixed.tobytes())
     fixed[12:16] = struct.pack("<I", len(block_entries))
-    out = bytearray(data) + bytes(-len(data) % 8)
-    body = bytes(fixed) + np.asarray(block_entries, "<u4").tobytes()
-    out += body
-    crc_at = len(out)
-    out += struct.pack("<II", 0, len(body) + 4)  # CRC, then FOOTER_LENGTH through the CRC
-    out[0:8] = struct.pack("<Q", len(out))
-    out[crc_at : crc_at + 4] = struct.pack("<I", zlib.crc32(bytes(out[8:crc_at])))
-    return bytes(out)
+    return with_footer(data, bytes(fixed) + np.asarray(block_entries, "<u4").tobytes())
 
 
 def test_shared_blocks_do_not_allocate(tmp_path):

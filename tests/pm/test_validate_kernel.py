@@ -17,7 +17,6 @@ import random
 import struct
 import subprocess
 import sys
-import zlib
 
 import numpy as np
 import pytest
@@ -28,7 +27,7 @@ from qdbpm.pm import _validate
 from qdbpm.pm import layout as L
 from qdbpm.pm import validate as V
 from qdbpm.pm.reader import PmFile
-from support.fuzz import fields, fix_crc, mutate
+from support.fuzz import fields, fix_crc, mutate, with_footer
 from support.table_states import table_state
 
 from conftest import GOLDEN, read_bytes
@@ -49,14 +48,7 @@ def refooter(data: bytes, order=None, fff=0, sections=b"") -> bytes:
         entries = (pm.block_offsets[order] >> L.BLOCK_OFFSET_SHIFT).astype("<u4").tobytes()
         blooms = b"" if pm.bloom_table is None else pm.bloom_table[order].tobytes()
     fixed[32:40] = struct.pack("<Q", fff)
-    out = bytearray(data) + bytes(-len(data) % 8)
-    body = bytes(fixed) + entries + blooms + sections
-    out += body
-    crc_at = len(out)
-    out += struct.pack("<II", 0, len(body) + 4)  # CRC, then FOOTER_LENGTH through the CRC
-    out[0:8] = struct.pack("<Q", len(out))
-    out[crc_at : crc_at + 4] = struct.pack("<I", zlib.crc32(bytes(out[8:crc_at])))
-    return bytes(out)
+    return with_footer(data, bytes(fixed) + entries + blooms + sections)
 
 
 def _multi_snapshot(tmp_dir) -> bytes:

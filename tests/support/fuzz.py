@@ -34,6 +34,18 @@ def fix_crc(data: bytearray) -> bytearray:
     return data
 
 
+def with_footer(data: bytes, body: bytes) -> bytes:
+    """`data` with `body` (fixed footer fields, block entries, ...) appended as a new latest footer:
+    padded to 8, then CRC and FOOTER_LENGTH, the committed size updated and the CRC computed."""
+    out = bytearray(data) + bytes(-len(data) % 8)
+    out += body
+    crc_at = len(out)
+    out += struct.pack("<II", 0, len(body) + 4)  # CRC, then FOOTER_LENGTH through the CRC
+    out[0:8] = struct.pack("<Q", len(out))
+    out[crc_at : crc_at + 4] = struct.pack("<I", zlib.crc32(bytes(out[8:crc_at])))
+    return bytes(out)
+
+
 def fields(data: bytes) -> list:
     """(offset, width, value) of every typed field of a valid file's latest snapshot: header,
     column descriptors, footer, block offsets, bloom table, chunk records and inline bloom
