@@ -99,6 +99,11 @@ def storage_options(options) -> dict:
     return out
 
 
+def local_root(root: str) -> str:
+    """`root` with Spark's `file:/path` qualification (a catalog table's location) undone."""
+    return root[len("file:"):] if root.startswith("file:") and not root.startswith("file://") else root
+
+
 def table_location(options):
     """(fsspec filesystem or None for a local table, root) of the data source's `path`."""
     root = user_options(options).get("path")
@@ -106,8 +111,7 @@ def table_location(options):
         raise PmError("the qdbpm data source needs a path: .load(table_root) or OPTIONS (path '...') (a catalog "
                       "table created with its own column list keeps no options: CREATE TABLE t USING qdbpm "
                       f"OPTIONS (path '...') without columns); options given: {sorted(options)}")  # names only: values may be credentials
-    if root.startswith("file:") and not root.startswith("file://"):
-        root = root[len("file:"):]  # a catalog table's location, qualified by Spark as file:/path
+    root = local_root(root)
     if "://" not in root and "::" not in root:
         return None, root
     fs, root = fsspec.url_to_fs(root, **storage_options(options))

@@ -55,7 +55,7 @@ from ..sync.append import append
 from ..sync.generate import generate
 from ..table.partitioning import NULL_FALLBACK
 from ..table.listing import find_partitions
-from .options import storage_options
+from .options import local_root, storage_options
 
 __all__ = ["QdbpmWriter", "QdbpmCommitMessage", "STAGING_DIR", "DEFAULT_ROW_GROUP_SIZE", "WRITER_OPTIONS"]
 
@@ -91,7 +91,7 @@ class QdbpmWriter(DataSourceArrowWriter):
         self.options = {k.lower(): v for k, v in dict(options).items()}
         if not self.options.get("path"):
             raise PmError("qdbpm write: no table root; call .save(root)")
-        self.root = self.options["path"]
+        self.root = local_root(self.options["path"])  # the reader's rule: the same root
         self.overwrite = bool(overwrite)
         self.partition_by = _names(self.options.get("partition_by"))
         self.bloom_columns = _names(self.options.get("bloom_columns"))

@@ -194,3 +194,26 @@ def test_catalog_table_declared_columns_keeps_no_options(spark, trades, tmp_path
         assert n == spark.read.option("recursiveFileLookup", "true").parquet(trades).where("qty > 10").count()
     finally:
         spark.sql("DROP TABLE IF EXISTS qcols")
+
+
+def test_catalog_table_insert_into(spark, tmp_path, monkeypatch):
+    """INSERT INTO a catalog table writes where the table's stored options say (Spark qualifies
+    its location as file:/path: the writer reads it as the reader does, not as a relative
+    directory named 'file:'), appending a `_pm` snapshot to the partition it lands in."""
+    monkeypatch.chdir(tmp_path)  # a misread root would land here
+    qs.register(spark)
+    root = str(tmp_path / "w")
+    df = spark.createDataFrame([(1, "a", "d1"), (2, "b", "d2")], "x int, s string, day string")
+    df.write.format("qdbpm").option("partition_by", "day").mode("append").save(root)
+    spark.sql("DROP TABLE IF EXISTS qw")
+    spark.sql(f"CREATE TABLE qw USING qdbpm OPTIONS (path '{root}', partition_by 'day')")
+    try:
+        spark.sql("INSERT INTO qw VALUES (3, 'c', 'd1'), (4, 'd', 'd3')")
+        got = [tuple(r) for r in spark.sql("SELECT x, s, day FROM qw ORDER BY x").collect()]
+        assert got == [(1, "a", "d1"), (2, "b", "d2"), (3, "c", "d1"), (4, "d", "d3")]
+        assert sorted(os.listdir(root)) == ["day=d1", "day=d2", "day=d3"]
+        assert sorted(os.listdir(tmp_path)) == ["w"]
+        with qdbpm.open(os.path.join(root, "day=d1", "_pm")) as pm:
+            assert len(pm.snapshots()) == 2 and pm.row_group_count == 2
+    finally:
+        spark.sql("DROP TABLE IF EXISTS qw")
