@@ -9,7 +9,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from ..pm import qdb_types as Q
-from ..table.partitioning import keys
+from ..table.listing import keys
 
 # The Arrow type Spark expects for each Spark SQL type (decimals: pa.decimal128 of the column).
 _SPARK_ARROW = {"boolean": pa.bool_(), "byte": pa.int8(), "short": pa.int16(), "int": pa.int32(), "long": pa.int64(),

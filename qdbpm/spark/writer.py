@@ -53,7 +53,7 @@ from ..pm import layout as L
 from ..storage.objects import storage_errors
 from ..sync.append import append
 from ..sync.generate import generate
-from ..table.partitioning import NULL_FALLBACK
+from ..table.listing import NULL_FALLBACK
 from ..table.listing import find_partitions
 from .options import local_root, storage_options
 

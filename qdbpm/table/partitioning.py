@@ -1,6 +1,6 @@
 """Hive partition keys of a table's partition paths, typed as `pyarrow.dataset` types them.
 
-A partition path such as `day=01/sym=a` carries the keys `day` and `sym`. `keys` reads them as
+A partition path such as `day=01/sym=a` carries the keys `day` and `sym`. `listing.keys` reads them as
 text; `discover` gives the partition schema, one `pyarrow.compute` expression per partition and
 the typed key values (one row per partition), exactly what `pyarrow.dataset.dataset(root,
 partitioning="hive")` infers: pyarrow itself does the inference and parses the values, from the
@@ -16,31 +16,15 @@ so the file's column stands.
 
 from __future__ import annotations
 
-import urllib.parse
-
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 
 from ..errors import PmError
+from .listing import NULL_FALLBACK, keys
 
-NULL_FALLBACK = "__HIVE_DEFAULT_PARTITION__"  # pyarrow's (and Hive's) name for a null value
 _ROOT = "/t"  # the base the discovery paths hang from; never opened
 _FILE = "data.parquet"
-
-
-def keys(partition: str) -> dict:
-    """{key: value} of the `key=value` segments of a `/`-separated partition path, both
-    URL-decoded as pyarrow's HivePartitioning (segment_encoding="uri") decodes them; the null
-    fallback value is None; other segments are ignored; a repeated key keeps its last value."""
-    out = {}
-    for seg in partition.split("/"):
-        name, eq, value = seg.partition("=")
-        if not eq or not name:
-            continue
-        value = urllib.parse.unquote(value)
-        out[urllib.parse.unquote(name)] = None if value == NULL_FALLBACK else value
-    return out
 
 
 class HivePartitions:

@@ -27,7 +27,8 @@ import qdbpm
 from qdbpm.errors import PmError
 from qdbpm.prune.arrow import to_arrow
 from qdbpm.table.dataset import to_dataset
-from qdbpm.table.partitioning import discover, keys
+from qdbpm.table.listing import keys
+from qdbpm.table.partitioning import discover
 
 from support.table_files import CountingFS, upload
 
