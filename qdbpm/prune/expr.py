@@ -75,7 +75,9 @@ def _as_expr(x):
 # Every leaf carries `exact`: True for a name matched as written (a double-quoted SQL identifier,
 # or any `col()` name), False for an unquoted SQL identifier (see `Names`). It is not part of
 # equality or hashing, so `parse("a = 1") == (col("a") == 1)`; prune.bind keys its cache on it.
-def _exact_name():
+def exact_name():
+    """The `exact` field of a node naming a column (quoted: exact; bare: resolved case-insensitively),
+    not part of equality."""
     return field(default=True, compare=False)
 
 
@@ -91,7 +93,7 @@ class Cmp(Expr):
     column: str
     op: str
     value: object
-    exact: bool = _exact_name()
+    exact: bool = exact_name()
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -105,7 +107,7 @@ class Between(Expr):
     column: str
     lo: object
     hi: object
-    exact: bool = _exact_name()
+    exact: bool = exact_name()
 
     def __post_init__(self):
         if self.lo is None or self.hi is None:
@@ -116,19 +118,19 @@ class Between(Expr):
 class In(Expr):
     column: str
     values: tuple
-    exact: bool = _exact_name()
+    exact: bool = exact_name()
 
 
 @dataclass(frozen=True)
 class IsNull(Expr):
     column: str
-    exact: bool = _exact_name()
+    exact: bool = exact_name()
 
 
 @dataclass(frozen=True)
 class IsNotNull(Expr):
     column: str
-    exact: bool = _exact_name()
+    exact: bool = exact_name()
 
 
 @dataclass(frozen=True)
@@ -233,7 +235,7 @@ class NotCmp(Expr):
     column: str
     op: str
     value: object
-    exact: bool = _exact_name()
+    exact: bool = exact_name()
 
 
 @dataclass(frozen=True)
@@ -241,7 +243,7 @@ class NotBetween(Expr):
     column: str
     lo: object
     hi: object
-    exact: bool = _exact_name()
+    exact: bool = exact_name()
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,7 @@ class NotIn(Expr):
 
     column: str
     values: tuple
-    exact: bool = _exact_name()
+    exact: bool = exact_name()
 
 
 def nnf(e: Expr, negate: bool = False) -> Expr:

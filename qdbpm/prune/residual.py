@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
 from . import expr as E
 from .names import Names
@@ -37,10 +37,6 @@ FUNCTIONS = {"year": 1, "month": 1, "day": 1, "date_trunc": 2, "lower": 1, "uppe
 # DuckDB accepts (it refuses others), so the exact filter slices every row alike.
 SUBSTRING_NAMES = ("substring", "substr")
 SUBSTRING_RANGE = (-(1 << 32), (1 << 32) - 1)
-
-
-def _name():
-    return field(default=True, compare=False)  # as expr's leaves: exactness is not part of equality
 
 
 class Node:
@@ -66,7 +62,7 @@ class Value(Node):
 @dataclass(frozen=True)
 class Ref(Value):
     column: str
-    exact: bool = _name()
+    exact: bool = E.exact_name()
 
 
 @dataclass(frozen=True)

@@ -42,23 +42,24 @@ FETCH_WORKERS = 8  # concurrent range requests per task
 # Tables kept open across queries in this worker (PySpark reuses its Python workers), each
 # reused only while its listing is unchanged (table/reuse.py).
 OPEN_TABLES = OpenTables()
-_LISTERS = {}  # table key -> what lists it (S3Direct for s3fs), kept with the worker
+_LISTERS = {}  # storage options -> what lists with them (S3Direct for s3fs): one per configuration
 
 
 def open_table(options) -> Table:
     """The data source's table: listed once per call, hive keys typed as Spark infers them; kept
     open in this worker and reused while unchanged (never close it)."""
     fs, root = table_location(options)
-    key = (root, json.dumps(storage_options(options), sort_keys=True, default=str))
-    if fs is not None and key not in _LISTERS:
-        _LISTERS[key] = reader_for(fs)
+    so = json.dumps(storage_options(options), sort_keys=True, default=str)
+    key = (root, so)
+    if fs is not None and so not in _LISTERS:
+        _LISTERS[so] = reader_for(fs)
 
     def opener(names):
         if not names:
             raise PmError(f"no partitions (directories with a _pm) under {user_options(options).get('path')!r}")
         return Table(root, fs, partitions=names, partitioning=key_schema(names))
 
-    return OPEN_TABLES.get(key, root, fs, opener, io=_LISTERS.get(key))
+    return OPEN_TABLES.get(key, root, fs, opener, io=_LISTERS.get(so))
 
 
 def _key_fields(t, pm):
