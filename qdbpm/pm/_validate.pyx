@@ -154,20 +154,8 @@ cdef int cmp_u64(const void* a, const void* b) noexcept nogil:
 
 
 cdef class Plan:
-    """Where each section of a checked snapshot lies and its scalar fields, read once."""
-    # footer chain: the pinned snapshot
-    cdef readonly uint64_t snapshot_size, footer_start, footer_length, crc_offset, stored_crc
-    cdef readonly uint64_t parquet_footer_offset, parquet_footer_length, row_group_count, unused_bytes
-    cdef readonly uint64_t prev_pm_size, footer_feature_flags
-    # header
-    cdef readonly uint64_t feature_flags, column_count, sorting_column_count, header_end
-    cdef readonly int32_t designated_timestamp
-    cdef readonly uint64_t bloom_columns_at, bloom_column_count
-    cdef readonly object squash_tracker, names, sorting_columns
-    # footer sections (-1: absent) and blocks
-    cdef readonly int64_t bloom_table_at, scratchpad_at
-    cdef readonly object seq_txn, block_offsets
-    cdef readonly int64_t block_step  # blocks evenly this far apart (> 0), or 0
+    """Where each section of a checked snapshot lies and its scalar fields, read once (fields:
+    _validate.pxd)."""
 
 
 cdef bint walk_chain(Src* s, object target, Plan pl) except -1:
@@ -468,13 +456,10 @@ cdef object decode_names(Src* s, Plan pl):
     return names
 
 
-def check_open(const uint8_t[::1] buf, parquet_size=None):
-    """A Plan of the snapshot of `buf` (the committed bytes) whose Parquet size is `parquet_size`
-    (None: the latest) when every structural check passes, else None."""
+cdef object plan_of(const uint8_t* p, uint64_t n, object parquet_size):
+    """check_open over n bytes at p (NULL when n is 0)."""
     cdef Src s
-    s.p = &buf[0] if buf.shape[0] else NULL
-    s.n = <uint64_t>buf.shape[0]
-    s.oob = False
+    s.p, s.n, s.oob = p, n, False
     cdef Plan pl = Plan.__new__(Plan)
     if not (walk_chain(&s, parquet_size, pl) and check_header(&s, pl) and check_footer(&s, pl)
             and check_blocks(&s, pl) and check_blooms(&s, pl)):
@@ -482,3 +467,9 @@ def check_open(const uint8_t[::1] buf, parquet_size=None):
     if decode_names(&s, pl) is None or s.oob:
         return None
     return pl
+
+
+def check_open(const uint8_t[::1] buf, parquet_size=None):
+    """A Plan of the snapshot of `buf` (the committed bytes) whose Parquet size is `parquet_size`
+    (None: the latest) when every structural check passes, else None."""
+    return plan_of(&buf[0] if buf.shape[0] else NULL, <uint64_t>buf.shape[0], parquet_size)

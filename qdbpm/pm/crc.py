@@ -20,3 +20,8 @@ def crc32(buf, start: int, end: int, init: int = 0) -> int:
     """CRC of buf[start:end] (any buffer object), resumed from `init` (a previous CRC)."""
     with memoryview(buf) as mv, mv.cast("B") as flat, flat[start:end] as part:
         return _crc32(part, init) & 0xFFFFFFFF
+
+
+def crc32_of(buf) -> int:
+    """CRC of a whole contiguous buffer (the backend's own call: kernels pass it raw memory views)."""
+    return _crc32(buf) & 0xFFFFFFFF

@@ -16,21 +16,55 @@ import numpy as np
 from ..prune.stats import KIND_BIGDEC, KIND_BYTES, ByteValues, ColumnStats, chunk_stats, column_records
 
 
-class Group:
-    """Partitions with one schema: concatenated stats and bloom indexes, built lazily."""
+class Members:
+    """A group's [(partition, ParquetMeta)], each opened on first access (`open_member(k)`): a
+    planner reads a batch's arrays, and opens only the members it reads from."""
 
-    def __init__(self, schema, members):
+    def __init__(self, names, open_member):
+        self.names = names
+        self._open = open_member
+        self._pms = {}
+
+    def __len__(self):
+        return len(self.names)
+
+    def __getitem__(self, k):
+        pm = self._pms.get(k)
+        if pm is None:
+            pm = self._pms[k] = self._open(k)
+        return self.names[k], pm
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self.names)))
+
+
+class Group:
+    """Partitions with one schema: concatenated stats and bloom indexes, built lazily.
+
+    members: [(partition, ParquetMeta)] or Members; with `batch` (a pm.batch.PmBatch) and `files`
+    (the members' indices in it), row counts and the chunk records are read from the batch's
+    arrays, without opening any member."""
+
+    def __init__(self, schema, members, batch=None, files=None):
         self.schema = schema
-        self.members = members  # [(partition, ParquetMeta)]
-        counts = [pm.row_group_count for _, pm in members]
+        self.members = members
+        self.batch, self.files = batch, None if files is None else np.asarray(files, np.int64)
+        self._rgs = None if batch is None else batch.row_groups(self.files)  # members' row groups in it
+        counts = batch.rg_start[self.files + 1] - batch.rg_start[self.files] if batch is not None \
+            else [pm.row_group_count for _, pm in members]
         self.starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.n = int(self.starts[-1])
         self._stats = {}  # col -> ColumnStats (whole), or _Partial (out-of-line bounds)
         self._blooms = {}  # col -> _Blooms
-        self._num_rows = None
+        self._num_rows = None if batch is None else batch.num_rows[self._rgs]
         self._rows64 = None
         self.scan_cache = {}  # Scan's per-group lookups: (columns, predicate) -> column indexes
         self.positions = None  # members' indices in Table.partitions (set by Table.schema_groups)
+
+    @property
+    def names(self) -> list:
+        """The members' partitions, in order."""
+        return self.members.names if isinstance(self.members, Members) else [p for p, _ in self.members]
 
     def survivor_rows(self, idx, k, rg) -> np.ndarray:
         """NUM_ROWS (uint64) of the row groups `idx` of the concatenation (sorted), which are row
@@ -52,7 +86,8 @@ class Group:
     def rows64(self) -> np.ndarray:
         """Every member's NUM_ROWS (int64), concatenated once and kept."""
         if self._rows64 is None:
-            self._rows64 = np.concatenate([np.asarray(pm.num_rows, np.int64) for _, pm in self.members])
+            self._rows64 = self._num_rows.astype(np.int64) if self._num_rows is not None else \
+                np.concatenate([np.asarray(pm.num_rows, np.int64) for _, pm in self.members])
         return self._rows64
 
     def wanted(self, need) -> np.ndarray:
@@ -74,7 +109,9 @@ class Group:
                 # column (one kernel call, not a numpy view per file) and decode them in one
                 # vectorised pass (the same per-row rules as column_stats).
                 # (The list of views is not kept: the group must not pin the mappings.)
-                st = self._stats[col] = chunk_stats(column_records([pm.chunks for _, pm in self.members], col), ct)
+                recs = self.batch.records(self.files, col) if self.batch is not None else \
+                    column_records([pm.chunks for _, pm in self.members], col)
+                st = self._stats[col] = chunk_stats(recs, ct)
             return st
         if st is None:
             st = self._stats[col] = _Partial(ct.kind, len(self.members))

@@ -10,9 +10,14 @@ import urllib.parse
 
 from ..errors import PmError
 from ..pm import layout as L
+from ..pm.batch import BUDGET, MAX_FILE, PmBatch
+from . import _walk
 
 HIDDEN_PREFIXES = (".", "_")  # pyarrow.dataset's ignore_prefixes; also Spark's and Hive's rule
 NULL_FALLBACK = "__HIVE_DEFAULT_PARTITION__"  # pyarrow's (and Hive's) name for a null value
+KERNEL = True  # local listings by the walk kernel; False: by walk_reference (os.walk)
+_PM = os.fsencode(L.PM_FILE_NAME)
+_HIDDEN = "".join(HIDDEN_PREFIXES)
 
 
 def keys(partition: str) -> dict:
@@ -66,6 +71,31 @@ def list_partitions(root, filesystem=None, *, io=None, identities=True) -> dict:
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise PmError(f"table root {root!r} is not a directory")
+    if not KERNEL:
+        return walk_reference(root, identities)
+    names, idents, *_ = _walk.walk(os.fsencode(root), _PM, _HIDDEN, identities=identities)
+    return dict(zip(names, idents)) if identities else dict.fromkeys(names)
+
+
+def read_partitions(root, pm_paths):
+    """(partitions, PmBatch) of a local table: find_partitions' list, with every `_pm` read as the
+    tree is walked and checked in one kernel call (pm/batch.py). `pm_paths(partitions)`: the
+    sequence of their `_pm` paths (only indexed: for messages and one-file opens)."""
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        raise PmError(f"table root {root!r} is not a directory")
+    names, _, arena, at, size, status = _walk.walk(os.fsencode(root), _PM, _HIDDEN, read=True,
+                                                   max_file=MAX_FILE, budget=BUDGET)
+    order = sorted(range(len(names)), key=names.__getitem__)
+    partitions = [names[i] for i in order]
+    if order != list(range(len(order))):
+        at, size, status = at[order], size[order], status[order]
+    return partitions, PmBatch(pm_paths(partitions), (arena, at, size, status))
+
+
+def walk_reference(root, identities) -> dict:
+    """list_partitions of a local root with os.walk: the slow, obviously correct reference of
+    the walk kernel (table/_walk.pyx), which tests hold to it."""
     out = {}
     prefix = os.path.join(root, "")  # os.walk joins below root: the relative path is a slice (relpath is slow)
     for d, dirs, files in os.walk(root):

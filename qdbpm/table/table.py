@@ -20,6 +20,7 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
+from ..pm.batch import PmBatch
 from ..errors import PmError, PredicateError
 from ..meta import ParquetMeta, open as open_pm
 from ..prune.bind import bind
@@ -29,12 +30,15 @@ from ..prune.rules import classify, evaluate
 from ..prune.stats import Schema
 from ..storage.objects import close_reader, reader_for
 from .decode import footer_schemas
-from .group import Group
-from .listing import find_partitions
+from .group import Group, Members
+from .listing import find_partitions, read_partitions
 from .key_plan import KeyPlan, plan as plan_keys
 from .ranges import DEFAULT_MAX_GAP
 from .read_schema import ColumnSchemas, schema_key
 from .scan import DEFAULT_MEMORY_BUDGET, Scan
+
+
+BATCH = True  # local tables open every `_pm` as one PmBatch; False: one by one (the reference)
 
 
 class Table:
@@ -52,8 +56,16 @@ class Table:
         self.io = None if filesystem is None else reader_for(filesystem)
         self.partitioning = partitioning
         self.root = filesystem._strip_protocol(root).rstrip("/") if filesystem is not None else os.fspath(root)
-        self.partitions = find_partitions(self.root, filesystem, io=self.io) if partitions is None else sorted(partitions)
+        # Local tables: every `_pm` read while the tree is walked, checked in one kernel call
+        # (pm/batch.py); opened one by one only where read (Members) or not taken by the batch.
+        self._batch = None
+        if partitions is None and filesystem is None and BATCH:
+            self.partitions, self._batch = read_partitions(self.root, self._pm_paths)
+        else:
+            self.partitions = find_partitions(self.root, filesystem, io=self.io) if partitions is None \
+                else sorted(partitions)
         self._metas = {}
+        self._positions = None  # partition -> its index in partitions, made when first asked
         self._groups = None
         self._subgroups = {}  # surviving positions (bytes) -> schema groups of those partitions
         self.hive = self._discover(partitioning)
@@ -113,11 +125,35 @@ class Table:
             expr = self._filters[key] = to_arrow(predicate, schema)
         return expr
 
-    def meta(self, partition):
+    def _pm_paths(self, partitions):
+        return _Paths(self, partitions)
+
+    def meta(self, partition, position=None):
+        """The open `_pm` of `partition` (at `position` in `partitions`, when known): from the
+        batch's bytes when it holds them (checked there, CRC included), else opened alone."""
         pm = self._metas.get(partition)
         if pm is None:
-            pm = self._metas[partition] = open_pm(self.pm_path(partition), filesystem=self.io)
+            b = self._local_batch()
+            if b is not None and position is None:
+                if self._positions is None:
+                    self._positions = {p: i for i, p in enumerate(self.partitions)}
+                position = self._positions.get(partition)
+            if b is not None and position is not None and b.ok[position]:
+                pm = ParquetMeta(b.paths[position], data=b.data(position), verify=False)
+            else:
+                pm = open_pm(self.pm_path(partition), filesystem=self.io)
+            self._metas[partition] = pm
         return pm
+
+    def _member(self, i):
+        return self.meta(self.partitions[i], i)
+
+    def _local_batch(self):
+        """The PmBatch of every partition's `_pm` (local tables; read on first use when the
+        partitions were given), None for remote ones."""
+        if self._batch is None and self.filesystem is None and BATCH:
+            self._batch = PmBatch(self._pm_paths(self.partitions))
+        return self._batch
 
     def column_schemas(self, partition, footer=True) -> ColumnSchemas:
         """The Arrow types a read of this partition gives: from its Parquet footer (one range read
@@ -169,9 +205,36 @@ class Table:
         return groups
 
     def _group(self, positions) -> list:
+        positions = np.asarray(positions, np.int64)
+        b = self._local_batch()
+        if b is None:
+            return self._group_opened(positions)
+        # Batch members: grouped by the kernel's schema ids (byte-equal descriptors and names),
+        # ids with equal Schema merged; one member per id opened, for its Schema.
+        ok = b.ok[positions]
+        inb, solo = positions[ok], positions[~ok]
+        by_schema = {}
+        if inb.size:
+            sid = b.schema_id[inb]
+            for s in np.unique(sid).tolist():
+                sch = Schema.of(self._member(int(b.reps[s])))
+                by_schema.setdefault(sch, []).append(inb[sid == s])
+        groups = []
+        for sch, parts in by_schema.items():
+            at = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
+            names = [self.partitions[i] for i in at.tolist()]
+            g = Group(sch, Members(names, lambda k, at=at: self._member(int(at[k]))), b, at)
+            g.positions = at
+            groups.append(g)
+        groups.extend(self._group_opened(solo) if solo.size else [])  # each opened alone (or its error)
+        groups.sort(key=lambda g: int(g.positions[0]) if len(g.positions) else -1)
+        return groups
+
+    def _group_opened(self, positions) -> list:
+        """Groups of partitions whose `_pm` are opened one by one (remote, or outside the batch)."""
         self._prefetch(positions)
         by_schema, at = {}, {}
-        for i in positions:
+        for i in positions.tolist():
             p = self.partitions[i]
             pm = self.meta(p)
             # Schema.of is pm.schema without the per-file cache: equal descriptors give the
@@ -201,7 +264,7 @@ class Table:
         """partition -> bool mask over its row groups (partitions its keys rule out are absent)."""
         out = {}
         for g, mask in self._group_masks(predicate):
-            for k, (p, _) in enumerate(g.members):
+            for k, p in enumerate(g.names):
                 out[p] = mask[g.starts[k] : g.starts[k + 1]]
         return out
 
@@ -212,7 +275,7 @@ class Table:
         predicate = as_predicate(predicate)
         out = {}
         for g, maybe, always in self.group_classes(predicate):
-            for k, (p, _) in enumerate(g.members):
+            for k, p in enumerate(g.names):
                 s, e = g.starts[k], g.starts[k + 1]
                 out[p] = (maybe[s:e], always[s:e])
         return out
@@ -288,6 +351,7 @@ class Table:
         for pm in self._metas.values():
             pm.close()
         self._metas.clear()
+        self._batch = None
         self._groups = None
         self._subgroups.clear()
         self._schemas.clear()
@@ -303,6 +367,23 @@ class Table:
 
     def __repr__(self):
         return f"<Table {self.root!r} partitions={len(self.partitions)}>"
+
+
+class _Paths:
+    """The `_pm` paths of `partitions`, made when asked (a batch asks only for messages and
+    one-file opens)."""
+
+    def __init__(self, table, partitions):
+        self.table, self.partitions = table, partitions
+
+    def __len__(self):
+        return len(self.partitions)
+
+    def __getitem__(self, i):
+        return self.table.pm_path(self.partitions[i])
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
 
 
 def open_table(root, filesystem=None, *, storage_options=None, partitioning="hive") -> Table:

@@ -14,6 +14,10 @@ lookup whole), over:
 - random tables of every type qdbpm prunes (tests/support/prune_cases.py) split into
   partitions with blooms, under hypothesis-drawn predicates;
 - rules.evaluate / classify given an explicit `need`: exact inside it, False outside.
+
+The eager side also opens its table file by file (table.BATCH off), the lazy side as one batch
+(pm/batch.py: grouped by the kernel's schema ids, stats gathered from the batch's buffer), so
+the same masks also prove the batch open changes nothing.
 """
 
 import decimal
@@ -32,6 +36,7 @@ import qdbpm
 from qdbpm.prune import rules
 from qdbpm.prune.bind import bind
 from qdbpm.sync.generate import generate
+from qdbpm.table import table as table_mod
 from qdbpm.table.table import open_table
 from support import scan_cases as S
 from support.prune_cases import datasets, predicates
@@ -102,6 +107,15 @@ def cases(n, keys=True, seed=17):
     return [qdbpm.parse(predicate(rng, keys=keys)) for _ in range(n)]
 
 
+def one_by_one(root):
+    """The reference table: every `_pm` opened alone (no batch), for the eager side."""
+    table_mod.BATCH = False
+    try:
+        return open_table(root)
+    finally:
+        table_mod.BATCH = True
+
+
 def lazily(lazy, f, *args):
     saved = rules.LAZY
     rules.LAZY = lazy
@@ -129,7 +143,8 @@ def table_root(tmp_path_factory):
 def test_table_masks_equal_with_laziness_on_and_off(table_root):
     preds = cases(N_PREDICATES)
     fired = {"maybe": 0, "always": 0, "pruned": 0}
-    with open_table(table_root) as warm, open_table(table_root) as eager:
+    with open_table(table_root) as warm, one_by_one(table_root) as eager:
+        assert warm._batch is not None and eager._batch is None
         assert len(warm.schema_groups()) >= 2
         for k, pred in enumerate(preds):
             want = lazily(False, eager.classify_masks, pred)
@@ -197,7 +212,7 @@ def test_random_tables_equal_with_laziness_on_and_off(case, parts, data):
             path = os.path.join(d, "data.parquet")
             pq.write_table(table.slice(cut[k], cut[k + 1] - cut[k]), path, row_group_size=rg_size)
             generate(path, bloom_columns=[n for n in names if n != "bool"] if k % 2 == 0 else None)
-        with open_table(root) as warm, open_table(root) as eager:
+        with open_table(root) as warm, one_by_one(root) as eager:
             for _ in range(8):
                 pred = data.draw(predicates(names, pools))
                 want = lazily(False, eager.classify_masks, pred)

@@ -1,0 +1,21 @@
+# Declarations the table walker (table/_walk.pyx) cimports: it reads each `_pm` as it finds it.
+from libc.stdint cimport int64_t, uint8_t
+
+
+cdef class Arena:
+    cdef uint8_t* data
+    cdef Py_ssize_t used, cap
+    cdef Py_ssize_t shape[1]
+    cdef Py_ssize_t strides[1]
+    cdef int reserve(self, Py_ssize_t extra) except -1
+
+
+cdef enum:
+    STATUS_OK = 0
+    STATUS_LARGE = 1
+    STATUS_SOLO = 2
+    STATUS_MISSING = 3
+
+
+cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int64_t budget,
+                 int64_t* at, int64_t* size) except -1

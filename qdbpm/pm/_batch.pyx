@@ -1,0 +1,272 @@
+# cython: language_level=3
+"""Kernel: read many `_pm` files into one buffer and check each with the open's own checks
+(_validate.plan_of), in one call: no Python object per file but its Plan (pm/batch.py wraps it).
+
+read_files copies each file's bytes (open, fstat, pread, close) into one growing arena, 8-byte
+aligned; a file it cannot take whole (missing, not regular, larger than its share, shorter than
+it claims) is marked, and the caller opens it the one-file way, which maps it or raises the exact
+error. check_files runs plan_of and the CRC on each file read, then lays out what a table's
+pruning needs in concatenated arrays: each row group's block address, its row count, and a schema
+id per file (files with byte-equal column descriptors and names share one).
+
+Every read is bounds-checked: plan_of's reads against the file's committed size; gather's
+against the arena; a file's committed size against the bytes read.
+"""
+
+from cpython.buffer cimport PyBUF_READ
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from libc.errno cimport ENOENT, ENOTDIR, errno
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcmp, memcpy
+from posix.stat cimport S_ISDIR, S_ISREG, fstat, struct_stat
+from posix.unistd cimport close, pread
+
+from qdbpm.pm._validate cimport Plan, plan_of
+
+cimport numpy as cnp
+
+import numpy as np
+
+from ..errors import CorruptFileError
+
+cnp.import_array()
+
+cdef extern from "fcntl.h" nogil:
+    int c_openat "openat"(int dirfd, const char* path, int flags)
+    int O_RDONLY, O_CLOEXEC, O_NONBLOCK, AT_FDCWD
+
+cdef enum:
+    FIRST_READ = 65536  # bytes read before asking a file's size
+    HEADER_SIZE = 32  # layout.HEADER_SIZE
+    COLUMN_SIZE = 32  # layout.COLUMN_SIZE
+    C_NAME_OFFSET = 0
+    C_NAME_LENGTH = 24
+    BLOCK_NUM_ROWS_SIZE = 8
+    MIN_COMMITTED_SIZE = 36  # layout.MIN_COMMITTED_SIZE
+    CRC_START = 8  # layout.CRC_START
+
+# read_files' per-file status (_batch.pxd): read whole, checked by check_files; not read, larger
+# than its share (map it); not read or not valid here (open it alone: it maps or raises the error);
+# no such file, or a directory (a walker drops it; read_files' caller opens it alone and fails)
+OK, LARGE, SOLO, MISSING = STATUS_OK, STATUS_LARGE, STATUS_SOLO, STATUS_MISSING
+CONSTANTS = {"HEADER_SIZE": HEADER_SIZE, "COLUMN_SIZE": COLUMN_SIZE, "MIN_COMMITTED_SIZE": MIN_COMMITTED_SIZE,
+             "CRC_START": CRC_START, "BLOCK_NUM_ROWS_SIZE": BLOCK_NUM_ROWS_SIZE,
+             "COLUMN_AT": {"name_offset": C_NAME_OFFSET, "name_length": C_NAME_LENGTH}}
+
+
+cdef class Arena:
+    """One growing malloc'd buffer, exposed read-only through the buffer protocol (fields:
+    _batch.pxd). Only read_at grows it, before any view of it exists."""
+
+    def __dealloc__(self):
+        free(self.data)
+
+    cdef int reserve(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t want = self.used + extra, cap = self.cap if self.cap else 65536
+        cdef uint8_t* p
+        if want <= self.cap:
+            return 0
+        while cap < want:
+            cap *= 2
+        p = <uint8_t*>realloc(self.data, cap)
+        if p == NULL:
+            raise MemoryError(f"cannot grow the _pm read buffer to {cap} bytes")
+        self.data, self.cap = p, cap
+        return 0
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        self.shape[0], self.strides[0] = self.used, 1
+        view.buf = self.data
+        view.obj = self
+        view.len = self.used
+        view.readonly = 1
+        view.itemsize = 1
+        view.format = "B"
+        view.ndim = 1
+        view.shape = self.shape
+        view.strides = self.strides
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
+
+
+cdef inline uint64_t le(const uint8_t* p, int width) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int k
+    for k in range(width):
+        v |= (<uint64_t>p[k]) << (8 * k)
+    return v
+
+
+cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int64_t budget,
+                 int64_t* at, int64_t* size) except -1:
+    """Read file `name` (relative to dirfd, or absolute) whole into the arena; its status, and
+    where its committed bytes lie when STATUS_OK (see read_files). Small files take one read: a
+    short read of a regular file is its end (the file's type and size are asked only when the
+    first read fills its room)."""
+    cdef int fd = c_openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK)  # a FIFO must not block
+    cdef struct_stat st
+    cdef int64_t room = FIRST_READ, got = 0, r, committed
+    if fd < 0:
+        return STATUS_MISSING if errno == ENOENT or errno == ENOTDIR else STATUS_SOLO
+    try:
+        room = min(room, max_file, budget - arena.used)  # a file that fills it is measured below
+        if room < HEADER_SIZE:
+            return STATUS_LARGE
+        arena.reserve(room + 8)
+        r = pread(fd, arena.data + arena.used, room, 0)
+        if r < 0:  # a directory, a pipe, an I/O error: the one-file open says which
+            return STATUS_MISSING if fstat(fd, &st) == 0 and S_ISDIR(st.st_mode) else STATUS_SOLO
+        got = r
+        if got == room:  # maybe more: now ask what it is and how long
+            if fstat(fd, &st) != 0 or not S_ISREG(st.st_mode):
+                return STATUS_SOLO
+            if st.st_size > max_file or arena.used + st.st_size > budget:
+                return STATUS_LARGE
+            arena.reserve(st.st_size + 8)
+            while got < st.st_size:
+                r = pread(fd, arena.data + arena.used + got, st.st_size - got, got)
+                if r <= 0:
+                    break
+                got += r
+        if got < HEADER_SIZE:
+            return STATUS_SOLO
+        committed = <int64_t>le(arena.data + arena.used, 8)
+        if committed < MIN_COMMITTED_SIZE or committed > got:
+            return STATUS_SOLO  # the one-file open raises the exact error (or sees a newer commit)
+        at[0], size[0] = arena.used, committed
+        arena.used = (arena.used + committed + 7) & ~(<Py_ssize_t>7)
+        return STATUS_OK
+    finally:
+        close(fd)
+
+
+def read_files(list paths, int64_t max_file, int64_t budget):
+    """(Arena, at int64[n], size int64[n], status int8[n]): each path's committed bytes at
+    `at` (8-aligned) when status is STATUS_OK. A file over max_file bytes, or past `budget` bytes
+    read in all, is STATUS_LARGE; one that cannot be read whole or whose committed size is not
+    within [MIN_COMMITTED_SIZE, bytes read] is STATUS_SOLO. `paths`: bytes (os.fsencode)."""
+    cdef Py_ssize_t n = len(paths), i
+    cdef Arena arena = Arena.__new__(Arena)
+    at_a, size_a = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    status_a = np.full(n, STATUS_SOLO, np.int8)
+    cdef int64_t[::1] at = at_a, size = size_a
+    cdef int8_t[::1] status = status_a
+    for i in range(n):
+        status[i] = read_at(arena, AT_FDCWD, <bytes>paths[i], max_file, budget, &at[i], &size[i])
+    return arena, at_a, size_a, status_a
+
+
+cdef uint64_t fnv(const uint8_t* p, uint64_t n, uint64_t h) noexcept nogil:
+    cdef uint64_t k
+    for k in range(n):
+        h = (h ^ p[k]) * 1099511628211ULL
+    return h
+
+
+cdef uint64_t schema_hash(const uint8_t* f, uint64_t ncols) noexcept nogil:
+    """Hash of a checked file's column descriptors and names (plan_of bounded every name)."""
+    cdef uint64_t h = fnv(f + HEADER_SIZE, COLUMN_SIZE * ncols, 14695981039346656037ULL), c, d
+    for c in range(ncols):
+        d = HEADER_SIZE + COLUMN_SIZE * c
+        h = fnv(f + le(f + d + C_NAME_OFFSET, 8), le(f + d + C_NAME_LENGTH, 4), h)
+    return h
+
+
+cdef bint same_schema(const uint8_t* a, const uint8_t* b, uint64_t ncols) noexcept nogil:
+    """Byte-equal descriptors and names (what Schema.of keys on)."""
+    cdef uint64_t c, d, la, lb
+    if memcmp(a + HEADER_SIZE, b + HEADER_SIZE, COLUMN_SIZE * ncols) != 0:
+        return False
+    for c in range(ncols):
+        d = HEADER_SIZE + COLUMN_SIZE * c
+        la, lb = le(a + d + C_NAME_LENGTH, 4), le(b + d + C_NAME_LENGTH, 4)
+        if la != lb or memcmp(a + le(a + d + C_NAME_OFFSET, 8), b + le(b + d + C_NAME_OFFSET, 8), la) != 0:
+            return False
+    return True
+
+
+def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int8_t[::1] status,
+                targets, bint verify, crc):
+    """Check every STATUS_OK file (plan_of for its snapshot `targets[i]`, None: the latest; the
+    CRC over [CRC_START, crc offset) with `crc(buffer) -> int` when verify); a file that fails
+    becomes STATUS_SOLO. Returns (plans: list, Plan or None per file; rg_start int64[n + 1]: each
+    file's first row group in the concatenation (0 row groups where not OK); block_at int64: each
+    row group's block address in the arena; num_rows uint64; schema_id int32[n]: -1 where not OK,
+    else equal for files with byte-equal descriptors and names; reps: int64, the first file of
+    each schema id)."""
+    cdef Py_ssize_t n = at.shape[0], i, j, total = 0, r, k
+    cdef const uint8_t* base = arena.data
+    cdef const uint8_t* f
+    cdef Plan pl
+    cdef uint64_t h
+    cdef int64_t[::1] offs
+    plans = [None] * n
+    rg_a = np.zeros(n + 1, np.int64)
+    sid_a = np.full(n, -1, np.int32)
+    cdef int64_t[::1] rg = rg_a
+    cdef int32_t[::1] sid = sid_a
+    if status.shape[0] != n or size.shape[0] != n or (targets is not None and len(targets) != n):
+        raise ValueError("check_files: arrays of different lengths")
+    by_hash = {}  # schema hash -> [schema ids with it]
+    reps = []
+    for i in range(n):
+        rg[i + 1] = rg[i]
+        if status[i] != STATUS_OK:
+            continue
+        if at[i] < 0 or size[i] < 0 or at[i] + size[i] > arena.used:
+            raise CorruptFileError(f"_pm batch: file {i} lies outside the read buffer")
+        f = base + at[i]
+        obj = plan_of(f, <uint64_t>size[i], None if targets is None else targets[i])
+        if obj is None:
+            status[i] = STATUS_SOLO
+            continue
+        pl = <Plan>obj
+        if verify and (crc(PyMemoryView_FromMemory(<char*>f + CRC_START, <Py_ssize_t>(pl.crc_offset - CRC_START),
+                                                   PyBUF_READ)) & 0xFFFFFFFF) != pl.stored_crc:
+            status[i] = STATUS_SOLO  # the one-file open raises the checksum error
+            continue
+        plans[i] = pl
+        rg[i + 1] = rg[i] + <int64_t>pl.row_group_count
+        h = schema_hash(f, pl.column_count)
+        ids = by_hash.get(h)
+        if ids is None:
+            ids = by_hash[h] = []
+        for j in ids:
+            if same_schema(base + at[<Py_ssize_t>reps[j]], f, pl.column_count):
+                sid[i] = j
+                break
+        else:
+            sid[i] = len(reps)
+            ids.append(len(reps))
+            reps.append(i)
+    total = rg[n]
+    block_a, rows_a = np.empty(total, np.int64), np.empty(total, np.uint64)
+    cdef int64_t[::1] block = block_a
+    cdef uint64_t[::1] rows = rows_a
+    for i in range(n):
+        if plans[i] is None:
+            continue
+        pl = <Plan>plans[i]
+        offs = pl.block_offsets
+        k = rg[i]
+        for r in range(rg[i + 1] - k):
+            block[k + r] = at[i] + offs[r]  # plan_of: inside the file's committed bytes
+            rows[k + r] = le(base + block[k + r], BLOCK_NUM_ROWS_SIZE)
+    return plans, rg_a, block_a, rows_a, sid_a, np.array(reps, np.int64)
+
+
+def gather(Arena arena, const int64_t[::1] at, int64_t add, uint8_t[:, ::1] out):
+    """out[i] = the out.shape[1] bytes at at[i] + add of the arena, each range checked."""
+    cdef Py_ssize_t n = at.shape[0], i, w = out.shape[1]
+    cdef int64_t o
+    if out.shape[0] != n:
+        raise ValueError("gather: output rows differ from addresses")
+    for i in range(n):
+        o = at[i] + add
+        if o < 0 or o > arena.used - w:
+            raise CorruptFileError(f"_pm batch: record at {o} lies outside the read buffer")
+        memcpy(&out[i, 0], arena.data + o, w)
