@@ -22,7 +22,7 @@ from libc.string cimport memcmp, memcpy
 from posix.stat cimport S_ISDIR, S_ISREG, fstat, struct_stat
 from posix.unistd cimport close, pread
 
-from qdbpm.pm._validate cimport Plan, plan_of
+from qdbpm.pm._validate cimport Plan, names_ok, plan_of
 
 cimport numpy as cnp
 
@@ -38,6 +38,7 @@ cdef extern from "fcntl.h" nogil:
 
 cdef enum:
     FIRST_READ = 65536  # bytes read before asking a file's size
+    SPARE_MAX = 128 << 20  # bytes kept for the next arena at most
     HEADER_SIZE = 32  # layout.HEADER_SIZE
     COLUMN_SIZE = 32  # layout.COLUMN_SIZE
     C_NAME_OFFSET = 0
@@ -55,18 +56,34 @@ CONSTANTS = {"HEADER_SIZE": HEADER_SIZE, "COLUMN_SIZE": COLUMN_SIZE, "MIN_COMMIT
              "COLUMN_AT": {"name_offset": C_NAME_OFFSET, "name_length": C_NAME_LENGTH}}
 
 
+# The memory of the last arena freed (bytes already faulted in: on this VM a fresh page costs ~2 us,
+# 60 MB ~30 ms); the next arena starts in it. One buffer: the largest arena freed, up to SPARE_MAX.
+cdef uint8_t* spare = NULL
+cdef Py_ssize_t spare_cap = 0
+
+
 cdef class Arena:
     """One growing malloc'd buffer, exposed read-only through the buffer protocol (fields:
     _batch.pxd). Only read_at grows it, before any view of it exists."""
 
     def __dealloc__(self):
-        free(self.data)
+        global spare, spare_cap
+        if self.data != NULL and spare_cap < self.cap <= SPARE_MAX:  # kept for the next arena (`spare`)
+            free(spare)
+            spare, spare_cap = self.data, self.cap
+        else:
+            free(self.data)
 
     cdef int reserve(self, Py_ssize_t extra) except -1:
+        global spare, spare_cap
         cdef Py_ssize_t want = self.used + extra, cap = self.cap if self.cap else 65536
         cdef uint8_t* p
         if want <= self.cap:
             return 0
+        if self.data == NULL and spare != NULL:  # a new arena starts in the last one's memory
+            self.data, self.cap, spare, spare_cap = spare, spare_cap, NULL, 0
+            if want <= self.cap:
+                return 0
         while cap < want:
             cap *= 2
         p = <uint8_t*>realloc(self.data, cap)
@@ -193,7 +210,7 @@ def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int
                 targets, bint verify, crc):
     """Check every STATUS_OK file (plan_of for its snapshot `targets[i]`, None: the latest; the
     CRC over [CRC_START, crc offset) with `crc(buffer) -> int` when verify); a file that fails
-    becomes STATUS_SOLO. Returns (plans: list, Plan or None per file; rg_start int64[n + 1]: each
+    becomes STATUS_SOLO. Returns (rg_start int64[n + 1]: each
     file's first row group in the concatenation (0 row groups where not OK); block_at int64: each
     row group's block address in the arena; num_rows uint64; schema_id int32[n]: -1 where not OK,
     else equal for files with byte-equal descriptors and names; reps: int64, the first file of
@@ -204,7 +221,7 @@ def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int
     cdef Plan pl
     cdef uint64_t h
     cdef int64_t[::1] offs
-    plans = [None] * n
+    offsets = [None] * n  # each checked file's block offsets (arrays: no Plan kept, nothing for the GC)
     rg_a = np.zeros(n + 1, np.int64)
     sid_a = np.full(n, -1, np.int32)
     cdef int64_t[::1] rg = rg_a
@@ -220,7 +237,7 @@ def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int
         if at[i] < 0 or size[i] < 0 or at[i] + size[i] > arena.used:
             raise CorruptFileError(f"_pm batch: file {i} lies outside the read buffer")
         f = base + at[i]
-        obj = plan_of(f, <uint64_t>size[i], None if targets is None else targets[i])
+        obj = plan_of(f, <uint64_t>size[i], None if targets is None else targets[i], False)
         if obj is None:
             status[i] = STATUS_SOLO
             continue
@@ -229,7 +246,7 @@ def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int
                                                    PyBUF_READ)) & 0xFFFFFFFF) != pl.stored_crc:
             status[i] = STATUS_SOLO  # the one-file open raises the checksum error
             continue
-        plans[i] = pl
+        offsets[i] = pl.block_offsets
         rg[i + 1] = rg[i] + <int64_t>pl.row_group_count
         h = schema_hash(f, pl.column_count)
         ids = by_hash.get(h)
@@ -237,9 +254,14 @@ def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int
             ids = by_hash[h] = []
         for j in ids:
             if same_schema(base + at[<Py_ssize_t>reps[j]], f, pl.column_count):
-                sid[i] = j
+                sid[i] = j  # byte-equal names: UTF-8 as the representative's were found
                 break
         else:
+            if not names_ok(f, <uint64_t>size[i], pl):
+                status[i] = STATUS_SOLO  # the one-file open raises the name error
+                offsets[i] = None
+                rg[i + 1] = rg[i]
+                continue
             sid[i] = len(reps)
             ids.append(len(reps))
             reps.append(i)
@@ -248,15 +270,14 @@ def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int
     cdef int64_t[::1] block = block_a
     cdef uint64_t[::1] rows = rows_a
     for i in range(n):
-        if plans[i] is None:
+        if offsets[i] is None:
             continue
-        pl = <Plan>plans[i]
-        offs = pl.block_offsets
+        offs = offsets[i]
         k = rg[i]
         for r in range(rg[i + 1] - k):
             block[k + r] = at[i] + offs[r]  # plan_of: inside the file's committed bytes
             rows[k + r] = le(base + block[k + r], BLOCK_NUM_ROWS_SIZE)
-    return plans, rg_a, block_a, rows_a, sid_a, np.array(reps, np.int64)
+    return rg_a, block_a, rows_a, sid_a, np.array(reps, np.int64)
 
 
 def gather(Arena arena, const int64_t[::1] at, int64_t add, uint8_t[:, ::1] out):

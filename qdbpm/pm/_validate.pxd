@@ -18,4 +18,5 @@ cdef class Plan:
     cdef readonly int64_t block_step  # blocks evenly this far apart (> 0), or 0
 
 
-cdef object plan_of(const uint8_t* p, uint64_t n, object parquet_size)
+cdef object plan_of(const uint8_t* p, uint64_t n, object parquet_size, bint names=*)
+cdef bint names_ok(const uint8_t* p, uint64_t n, object plan)

@@ -456,17 +456,26 @@ cdef object decode_names(Src* s, Plan pl):
     return names
 
 
-cdef object plan_of(const uint8_t* p, uint64_t n, object parquet_size):
-    """check_open over n bytes at p (NULL when n is 0)."""
+cdef object plan_of(const uint8_t* p, uint64_t n, object parquet_size, bint names=True):
+    """check_open over n bytes at p (NULL when n is 0). names=False: the column names are
+    neither decoded nor checked to be UTF-8 (plan.names is None): the caller checks them
+    (pm/_batch.pyx does, once per distinct set of names) or the plan is not all fine."""
     cdef Src s
     s.p, s.n, s.oob = p, n, False
     cdef Plan pl = Plan.__new__(Plan)
     if not (walk_chain(&s, parquet_size, pl) and check_header(&s, pl) and check_footer(&s, pl)
             and check_blocks(&s, pl) and check_blooms(&s, pl)):
         return None
-    if decode_names(&s, pl) is None or s.oob:
+    if names and decode_names(&s, pl) is None or s.oob:
         return None
     return pl
+
+
+cdef bint names_ok(const uint8_t* p, uint64_t n, object plan):
+    """The column names of a file plan_of(..., names=False) accepted decode as UTF-8."""
+    cdef Src s
+    s.p, s.n, s.oob = p, n, False
+    return decode_names(&s, <Plan>plan) is not None and not s.oob
 
 
 def check_open(const uint8_t[::1] buf, parquet_size=None):

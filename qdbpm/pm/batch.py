@@ -34,7 +34,7 @@ class PmBatch:
         if read is None:
             read = _batch.read_files([os.fsencode(p) for p in paths], int(max_file), int(budget))
         self.arena, self.at, self.size, self.status = read
-        self.plans, self.rg_start, self.block_at, self.num_rows, self.schema_id, self.reps = _batch.check_files(
+        self.rg_start, self.block_at, self.num_rows, self.schema_id, self.reps = _batch.check_files(
             self.arena, self.at, self.size, self.status,
             None if parquet_sizes is None else list(parquet_sizes), bool(verify), crc32_of)
         self.buffer = np.frombuffer(self.arena, np.uint8)
