@@ -144,27 +144,42 @@ def parquet_and_pm(row_groups: int, columns: int, rows: int = 100, seed: int = 1
     return parquet, pm
 
 
-def table_dir(partitions: int = 1000, row_groups: int = 10, columns: int = 8, rows: int = 100, seed: int = 2) -> str:
+def table_dir(partitions: int = 1000, row_groups: int = 10, columns: int = 8, rows: int = 100, seed: int = 2,
+              jobs: int = 1) -> str:
     """A table root of `partitions` day directories (2024-01-01, ...), each data.parquet + _pm of
-    R x C; ts continues across partitions. Built once; `.complete` marks a finished build."""
+    R x C; ts continues across partitions. Built once (by `jobs` processes); `.complete` marks a
+    finished build."""
     root = os.path.join(CACHE, "tables", f"p{partitions}_rg{row_groups}x{columns}_{rows}_s{seed}")
     if os.path.exists(os.path.join(root, ".complete")):
         return root
+    if partitions >= 2000:  # minutes, not seconds: say why the run is quiet
+        print(f"building {root}: {partitions:,} partitions, once (~12 ms each / {jobs} jobs)",
+              file=sys.stderr, flush=True)
+    args = (root, row_groups, columns, rows, seed)
+    if jobs > 1:
+        import concurrent.futures as cf
+
+        with cf.ProcessPoolExecutor(jobs) as ex:
+            list(ex.map(_build_partitions, [args + (range(k, partitions, jobs),) for k in range(jobs)]))
+    else:
+        _build_partitions(args + (range(partitions),))
+    with open(os.path.join(root, ".complete"), "w"):
+        pass
+    return root
+
+
+def _build_partitions(args):
     import datetime as dt
 
-    if partitions >= 2000:  # minutes, not seconds: say why the run is quiet
-        print(f"building {root}: {partitions:,} partitions, once (~12 ms each)", file=sys.stderr, flush=True)
+    root, row_groups, columns, rows, seed, which = args
     day0 = dt.date(2024, 1, 1)
-    for p in range(partitions):
+    for p in which:
         d = os.path.join(root, (day0 + dt.timedelta(days=p)).isoformat())
         parquet, pm = os.path.join(d, "data.parquet"), os.path.join(d, "_pm")
         if not os.path.exists(parquet):
             _write_parquet(parquet, _table(row_groups, columns, rows, seed + p, first_row=p * row_groups * rows), rows)
         if not os.path.exists(pm):
             _generate_pm(parquet, pm)
-    with open(os.path.join(root, ".complete"), "w"):
-        pass
-    return root
 
 
 def hive_table_dir(partitions: int = 1000) -> str:
