@@ -15,6 +15,7 @@ import struct
 
 import numpy as np
 
+from . import _encode
 from . import layout as L
 from .crc import crc32
 from .description import Description
@@ -286,15 +287,14 @@ class BlockPlan:
         recs["reserved"] = 0
         for name in STAT_FIELDS:
             recs[name] = self.fields[name]
-        nr_bytes = self._nr_bytes(rows)
-        chunk_bytes = recs.view(np.uint8).reshape(nrows, L.CHUNK_SIZE * ncols)
-        for i in range(nrows):
-            p = o + int(rel[i])
-            out[p : p + 8] = nr_bytes[i]
-            out[p + 8 : p + fixed] = chunk_bytes[i]
-            part = self.ool_parts.get(i)
-            if part is not None:
-                out[p + fixed : p + fixed + len(part)] = np.frombuffer(part, np.uint8)
+        grid = np.empty((nrows, fixed), np.uint8)  # each block's fixed part: NUM_ROWS, then its records
+        grid[:, :8] = self._nr_bytes(rows)
+        grid[:, 8:] = recs.view(np.uint8).reshape(nrows, L.CHUNK_SIZE * ncols)
+        at = o + np.asarray(rel, np.int64)
+        _encode.scatter(out, at, grid)
+        for i, part in self.ool_parts.items():
+            p = int(at[i]) + fixed
+            out[p : p + len(part)] = np.frombuffer(part, np.uint8)
         stat_idx = self.stat_idx
         if stat_idx.size:
             # Every OOL stat of those row groups in one gather / scatter.
