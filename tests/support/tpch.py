@@ -32,16 +32,19 @@ def tpchgen_cli() -> str:
     return exe if os.path.exists(exe) else shutil.which("tpchgen-cli") or exe
 
 
-def build(root: str) -> dict:
-    """Write every table under root/<table>/; returns {table: [its Parquet files]}."""
+def build(root: str, scale=SCALE, tables=TABLES, row_group_rows=ROW_GROUP_ROWS) -> dict:
+    """Write `tables` under root/<table>/ at TPC-H scale factor `scale`, row groups of
+    `row_group_rows` rows (None: DuckDB's default); returns {table: [its Parquet files]}.
+    (benchmarks/compare_tpch.py builds lineitem at scale 1 through this too.)"""
     raw = os.path.join(root, "raw")
-    subprocess.run([tpchgen_cli(), "parquet", "-s", str(SCALE), "-o", raw, "-n", "2", "-q", "--no-progress"],
+    only = [] if tuple(tables) == TABLES else [f"--tables={','.join(tables)}"]
+    subprocess.run([tpchgen_cli(), "parquet", "-s", str(scale), "-o", raw, "-n", "2", "-q", "--no-progress"] + only,
                    check=True)
     files = {}
     con = duckdb.connect()
     try:
         con.execute("SET threads = 1")  # row groups as written by one writer: the same on every run
-        for t in TABLES:
+        for t in tables:
             src = f"read_parquet('{os.path.join(raw, t)}.parquet')"
             if t in SPLIT:
                 column, fmt = SPLIT[t]
@@ -54,8 +57,9 @@ def build(root: str) -> dict:
             for name, where, order in parts:
                 path = os.path.join(root, t, name, "data.parquet")
                 os.makedirs(os.path.dirname(path), exist_ok=True)
+                size = "" if row_group_rows is None else f", ROW_GROUP_SIZE {row_group_rows}"
                 con.execute(f"COPY (SELECT * FROM {src} WHERE {where} ORDER BY {order}) TO '{path}' "
-                            f"(FORMAT parquet, ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
+                            f"(FORMAT parquet{size})")
                 generate(path)
                 files[t].append(path)
     finally:

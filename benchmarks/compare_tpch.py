@@ -1,0 +1,118 @@
+"""TPC-H lineitem end to end (issue 17): `read_table` of selective queries, one shot, vs DuckDB.
+
+    python benchmarks/compare.py --skip ... (scenario `tpch`), or alone:
+    python benchmarks/compare_tpch.py [--rounds N]
+
+Data: lineitem at scale factor 1 (6 M rows) from tpchgen-cli (PyPI), re-written by DuckDB sorted by
+l_shipdate into one partition per ship month (84 partitions, DuckDB's default row groups), each
+`_pm` by qdbpm.generate: tests/support/tpch.py's build, cached in $QDBPM_BENCH_CACHE/tpch1.
+
+Queries (the same SELECT for both, same answer checked):
+  day    every column of the rows shipped on 1995-06-17
+  month  every column of the rows shipped in June 1995
+  Q6     TPC-H Q6: sum(l_extendedprice * l_discount) over 1994, discount 0.05..0.07, quantity < 24
+qdbpm: `read_table(root, columns, where)` with nothing kept (the table opened, pruned, read and
+closed in the call; Q6's sum in pyarrow.compute over the rows it returns). DuckDB: the SELECT over
+the file list with threads=1 and its Parquet metadata cache on and warm. Goal: qdbpm >= 2x faster
+on each query.
+"""
+
+from __future__ import annotations
+
+import decimal
+import glob
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+
+from benchmarks import datasets as D  # noqa: E402
+from benchmarks.harness import Contender, Report, duckdb_connection, run_rounds  # noqa: E402
+
+SCALE = 1
+Q6 = ("l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' "
+      "AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24")
+QUERIES = {
+    "day": ("*", "l_shipdate = DATE '1995-06-17'"),
+    "month": ("*", "l_shipdate BETWEEN DATE '1995-06-01' AND DATE '1995-06-30'"),
+    "Q6": ("sum(l_extendedprice * l_discount)", Q6),
+}
+
+
+def lineitem(scale=SCALE) -> str:
+    """The month-partitioned lineitem root (built once)."""
+    from support.tpch import build
+
+    base = os.path.join(D.CACHE, f"tpch{scale}")
+    root = os.path.join(base, "lineitem")
+    if not os.path.exists(os.path.join(base, ".complete")):
+        print(f"building TPC-H lineitem at scale {scale} in {base} (once, a few minutes)", file=sys.stderr, flush=True)
+        build(base, scale=scale, tables=("lineitem",), row_group_rows=None)
+        with open(os.path.join(base, ".complete"), "w"):
+            pass
+    return root
+
+
+def _keys(tbl):
+    order = [("l_orderkey", "ascending"), ("l_linenumber", "ascending")]
+    return tbl.select(["l_orderkey", "l_linenumber"]).sort_by(order).to_pydict()
+
+
+def _q6_sum(tbl):
+    import pyarrow.compute as pc
+
+    return pc.sum(pc.multiply(tbl["l_extendedprice"], tbl["l_discount"])).as_py()
+
+
+def scenario_tpch(rep, rounds, target, scale=SCALE):
+    from qdbpm.table.read import read_table
+
+    root = lineitem(scale)
+    files = sorted(glob.glob(os.path.join(root, "*", "data.parquet")))
+    con = duckdb_connection(True)
+    contenders = []
+    for name, (select, where) in QUERIES.items():
+        sql = f"SELECT {select} FROM read_parquet({files!r}) WHERE {where}"
+        if name == "Q6":
+            def ours(where=where):
+                return _q6_sum(read_table(root, ["l_extendedprice", "l_discount"], where))
+        else:
+            def ours(where=where):
+                return read_table(root, None, where)
+
+        # Both hand back Arrow (DuckDB's fetchall would add a Python object per value to its side).
+        got, want = ours(), con.sql(sql).to_arrow_table()
+        if name == "Q6":
+            if decimal.Decimal(str(got)) != decimal.Decimal(str(want.column(0)[0].as_py())):
+                raise SystemExit(f"tpch {name}: qdbpm {got}, DuckDB {want.column(0)[0]}")
+        elif got.num_rows != want.num_rows or _keys(got) != _keys(want):
+            raise SystemExit(f"tpch {name}: qdbpm {got.num_rows} rows, DuckDB {want.num_rows}")
+        cs = run_rounds([
+            Contender(f"qdbpm read_table, one shot ({name})", ours, note="open + prune + read + close"),
+            Contender(f"DuckDB SELECT, threads=1, metadata cache on ({name})",
+                      lambda sql=sql: con.sql(sql).to_arrow_table(), note="result as Arrow"),
+        ], rounds, target)
+        rows = 1 if name == "Q6" else got.num_rows
+        rep.table("tpch", f"lineitem SF{scale}, {len(files)} month partitions; {name}: {rows:,} rows", cs, cs[0])
+        rep.goal(f"TPC-H {name}: read_table one shot vs DuckDB (>= 2x)", cs[1].median / cs[0].median, 2,
+                 "x faster")
+        contenders += cs
+    con.close()
+    return contenders
+
+
+def main(argv=None):
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--scale", type=int, default=SCALE)
+    args = ap.parse_args(argv)
+    rep = Report()
+    scenario_tpch(rep, args.rounds, 0.2, args.scale)
+    rep.print_goals()
+
+
+if __name__ == "__main__":
+    main()
