@@ -18,9 +18,11 @@ import numpy as np
 from . import _batch
 from . import layout as L
 from .crc import crc32_of
+from .reader import READ_AT_MOST
 
-MAX_FILE = 1 << 20  # bytes: larger `_pm` files are mapped, not copied
-BUDGET = 256 << 20  # bytes read per batch in all; the rest are mapped one by one
+OK, LARGE, SOLO, MISSING = _batch.OK, _batch.LARGE, _batch.SOLO, _batch.MISSING  # status per file
+MAX_FILE = READ_AT_MOST  # bytes: larger `_pm` files are mapped, not copied (the one-file open's rule)
+BUDGET = 1 << 30  # bytes read per batch in all (100,000 partitions of 6 KB: 600 MB); the rest opened alone
 
 
 class PmBatch:
@@ -38,7 +40,7 @@ class PmBatch:
             self.arena, self.at, self.size, self.status,
             None if parquet_sizes is None else list(parquet_sizes), bool(verify), crc32_of)
         self.buffer = np.frombuffer(self.arena, np.uint8)
-        self.ok = self.status == _batch.OK
+        self.ok = self.status == OK
 
     def __len__(self):
         return len(self.status)

@@ -26,6 +26,9 @@ from .description import ByteRefs, Column, Description
 from ..errors import ChecksumError, CorruptFileError, SnapshotNotFoundError
 
 
+READ_AT_MOST = 1 << 20  # bytes: smaller committed sizes are read, larger ones mapped
+
+
 def _u32(buf, off):
     return int.from_bytes(buf[off : off + L.U32.itemsize], "little")
 
@@ -53,8 +56,7 @@ class PmFile:
     def __init__(self, path, *, parquet_size=None, verify=True, data=None):
         self.path = os.fspath(path)
         self._mm = None
-        if data is not None:
-            # Bytes fetched from an object store: the same checks, over a buffer instead of a map.
+        if data is not None:  # bytes fetched from an object store: the same checks over a buffer
             committed = V.committed_size(len(data), bytes(data[: L.PM_SIZE_BYTES]), self._err)
             self._mm = memoryview(data)[:committed]
         else:
@@ -64,8 +66,14 @@ class PmFile:
                 head = f.read(L.PM_SIZE_BYTES)
                 file_size = os.fstat(f.fileno()).st_size
                 committed = V.committed_size(file_size, head, self._err)
-                # Map exactly the committed size: bytes past it may be an unpublished append.
-                self._mm = mmap.mmap(f.fileno(), committed, access=mmap.ACCESS_READ)
+                # Exactly the committed size (past it: maybe an unpublished append); small files
+                # read, not mapped (a mapping keeps a descriptor: 100,000 would run out of them).
+                if committed > READ_AT_MOST:
+                    self._mm = mmap.mmap(f.fileno(), committed, access=mmap.ACCESS_READ)
+                elif len(mv := memoryview(os.pread(f.fileno(), committed, 0))) < committed:
+                    raise self._err(f"file shrank below its committed size {committed} while read")
+                else:
+                    self._mm = mv
         try:
             self._buf = np.frombuffer(self._mm, dtype=np.uint8)
             self.pm_size = committed
