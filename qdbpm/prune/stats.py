@@ -51,7 +51,10 @@ def column_type(pm_columns, names, i) -> ColumnType:
     c = pm_columns[i]
     pt, tc, flba = int(c["physical_type"]), int(c["type"]), int(c["fixed_byte_len"])
     rep = int(c["max_rep_level"]) > 0
-    nullable = L.flags_repetition(int(c["flags"])) != L.REPETITION_REQUIRED or int(c["max_def_level"]) > 0
+    # Only definition levels encode nulls: a column with none (max_def_level 0) holds no null,
+    # whatever its repetition flag or null count say (QuestDB records OPTIONAL and counts its
+    # zero bytes as nulls on REQUIRED BYTE / SHORT / CHAR columns).
+    nullable = int(c["max_def_level"]) > 0
     kind = Q.comparison_kind(tc, pt, flba)
     if rep:
         kind = KIND_NONE  # a predicate on a list leaf is not a predicate on its values one by one
@@ -291,6 +294,23 @@ class ColumnStats:
     @cached_property
     def all_has_hi(self) -> bool:
         return bool(self.has_hi.all())
+
+    @classmethod
+    def unknown(cls, kind, n, num_values=None) -> "ColumnStats":
+        """Nothing known of a `kind` column over n row groups: no bounds, nulls unknown (prunes
+        nothing), with chunk_stats' / column_stats' dtypes; num_values: per row group (default 0)."""
+        f = np.zeros(n, bool)
+        nv = np.zeros(n, np.uint64) if num_values is None else np.asarray(num_values, np.uint64)
+        ulo = uhi = None
+        if kind == KIND_BYTES:
+            lo = hi = ByteValues(np.zeros(0, np.uint8), np.zeros(n, np.int64), np.full(n, -1, np.int64))
+        elif kind == KIND_BIGDEC:
+            lo = hi = np.full(n, None, object)
+        else:
+            lo = hi = np.zeros(n, np.float64 if kind == KIND_FLOAT else np.int64)
+            if kind == KIND_ANYSIGN:
+                ulo = uhi = np.zeros(n, np.uint64)
+        return cls(kind, lo, hi, f, f, f, f, np.zeros(n, np.uint64), nv, ulo, uhi)
 
     @classmethod
     def concat(cls, parts):

@@ -28,6 +28,7 @@ from ..prune.arrow import filter_table
 from ..table.decode import decode_partition
 from ..table.ranges import DEFAULT_MAX_GAP, fetch_range, plan
 from ..storage.objects import reader_for
+from ..questdb.table_dir import is_questdb_table, read_table_dir
 from ..table.reuse import OpenTables
 from ..table.table import Table
 from .filters import exact_type, to_expression
@@ -54,10 +55,16 @@ def open_table(options) -> Table:
     if fs is not None and so not in _LISTERS:
         _LISTERS[so] = reader_for(fs)
 
+    native = user_options(options).get("native", "error")
+    if is_questdb_table(root, fs):
+        # A QuestDB table directory: its state is its _txn (and _meta); partitions come from there.
+        return OPEN_TABLES.get(key + (native,), root, fs, lambda _: Table(root, fs, layout="questdb", native=native),
+                               listing=lambda: read_table_dir(root, fs))
+
     def opener(names):
         if not names:
             raise PmError(f"no partitions (directories with a _pm) under {user_options(options).get('path')!r}")
-        return Table(root, fs, partitions=names, partitioning=key_schema(names))
+        return Table(root, fs, partitions=names, partitioning=key_schema(names), layout="directories")
 
     return OPEN_TABLES.get(key, root, fs, opener, io=_LISTERS.get(so))
 
@@ -152,7 +159,7 @@ class QdbpmReader(DataSourceReader):
         audit = self.options.get("audit_dir")  # where each task logs the row groups it read
         fs, root = table_location(self.options)
         # A task's share: no listing; its reads go through the table's io (S3Direct for s3fs).
-        with Table(root, fs, partitions=[w[0] for w in partition.work], partitioning=None) as t, \
+        with Table(root, fs, partitions=[w[0] for w in partition.work], partitioning=None, layout="directories") as t, \
                 ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="qdbpm-task") as pool:
             io = t.data_filesystem
             for p, pm_path, pm_bytes, parquet_size, parquet_path, keys, steps in partition.work:

@@ -32,6 +32,7 @@ class KeyPlan:
     reference: str | None  # the partition whose columns are the file columns (the first survivor)
     mixed: list  # per class: ids of atoms over keys and file columns at once (prune.keys.relax)
     needs: list  # per class: key columns the exact filter of its residual reads
+    skipped_native: tuple = ()  # QuestDB native partitions the predicate may need, left out (native="skip")
 
     def class_of(self, positions) -> np.ndarray:
         return self.classes[np.searchsorted(self.positions, positions)]

@@ -48,15 +48,23 @@ def find_partitions(root, filesystem=None, *, io=None) -> list:
     return sorted(list_partitions(root, filesystem, io=io, identities=False))
 
 
-def list_partitions(root, filesystem=None, *, io=None, identities=True) -> dict:
+def remote_keys(root, filesystem, *, io=None, identities=False) -> dict:
+    """{key: info or None} of every object below root on `filesystem` (listed by `io` when
+    given): one listing, which list_partitions and Table's QuestDB detection share."""
+    base = filesystem._strip_protocol(root).rstrip("/")
+    lister = io or filesystem
+    return lister.find(base, detail=True) if identities else dict.fromkeys(lister.find(base))
+
+
+def list_partitions(root, filesystem=None, *, io=None, identities=True, found=None) -> dict:
     """{partition: identity of its `_pm`} (find_partitions' rule). The identity changes whenever
     the `_pm` may have: locally (size, mtime ns, inode) from one stat (an append grows it, a
     rewrite renames a new file in); on an object store (size, ETag) from the listing itself.
-    identities=False: None for each (no stat)."""
+    identities=False: None for each (no stat). found: remote_keys' listing, when made already."""
     if filesystem is not None:
         base = filesystem._strip_protocol(root).rstrip("/")
-        lister = io or filesystem
-        found = lister.find(base, detail=True) if identities else dict.fromkeys(lister.find(base))
+        if found is None:
+            found = remote_keys(root, filesystem, io=io, identities=identities)
         out = {}
         for f, info in found.items():
             f = f.rstrip("/")

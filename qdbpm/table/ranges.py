@@ -54,10 +54,13 @@ class Plan:
         return sum(r.length for r in self.ranges)
 
 
-def all_null_mask(chunks) -> np.ndarray:
-    """NULL_COUNT == NUM_VALUES with the null count known: the chunk decodes to nulls only."""
+def all_null_mask(chunks, max_def_levels) -> np.ndarray:
+    """NULL_COUNT == NUM_VALUES with the null count known, in a column that can hold nulls
+    (`max_def_levels` per column of `chunks` > 0): the chunk decodes to nulls only. A column
+    without definition levels holds values only, whatever its null count says (QuestDB counts
+    the zeros of REQUIRED BYTE / SHORT / CHAR columns as nulls)."""
     known = (chunks["stat_flags"] & L.STAT_NULL_COUNT_PRESENT) != 0
-    return known & (chunks["null_count"] == chunks["num_values"])
+    return known & (chunks["null_count"] == chunks["num_values"]) & (np.asarray(max_def_levels) > 0)
 
 
 def plan(pm, row_groups=None, columns=None, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE,
@@ -74,7 +77,7 @@ def plan(pm, row_groups=None, columns=None, *, max_gap=DEFAULT_MAX_GAP, max_rang
     if rgs.size and (rgs.min() < 0 or rgs.max() >= pm.row_group_count):
         raise IndexError(f"row groups {rgs.tolist()} not in [0, {pm.row_group_count})")
     sub = pm.chunks[rgs[:, None], cols[None, :]] if rgs.size and cols.size else np.zeros((0, 0), L.CHUNK_DTYPE)
-    nulls = all_null_mask(sub)
+    nulls = all_null_mask(sub, pm.columns["max_def_level"][cols][None, :] if cols.size else 0)
     starts = sub["byte_range_start"].astype(np.int64)
     lengths = sub["total_compressed"].astype(np.int64)
     limit = pm.parquet_footer_offset

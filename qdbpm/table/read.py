@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..errors import PmError
+from ..errors import PmError, StorageError
 from .ranges import DEFAULT_MAX_GAP
-from .table import Table, open_table
+from .table import RETRIES, Table, open_table
 
 
 def read_table(root, columns=None, where=None, filesystem=None, *, schema=None, max_gap=DEFAULT_MAX_GAP,
-               footer=True) -> pa.Table:
+               footer=True, native="error") -> pa.Table:
     """Rows of a partitioned table matching `where`, reading only surviving chunks' byte ranges:
     `open_table(root, filesystem).scan(where, columns, ...).to_table()`.
 
     root: an open Table, a local directory, a path / URI on the fsspec `filesystem`, or an fsspec
-    URL (e.g. s3://bucket/table). columns: names to return (default: all of the first partition).
+    URL (e.g. s3://bucket/table); a QuestDB table directory is read as its `_txn` commits it
+    (open_table), and read again when QuestDB purges a partition version mid-read. native: see
+    Table (what a query needing a QuestDB native partition does). columns: names to return (default: all of the first partition).
     where: a predicate or SQL text. schema: optional Arrow schema the result is cast to (with
     footer=False it also gives the type of a refused column, see below).
 
@@ -50,5 +52,16 @@ def read_table(root, columns=None, where=None, filesystem=None, *, schema=None, 
         if filesystem is not None:
             raise PmError("filesystem= is for a root path; an open Table already has its filesystem")
         return root.scan(where, columns, **kw).to_table()
-    with open_table(root, filesystem) as table:
-        return table.scan(where, columns, **kw).to_table()
+    for _ in range(RETRIES):
+        table = None
+        try:
+            table = open_table(root, filesystem, native=native)
+            with table:
+                return table.scan(where, columns, **kw).to_table()
+        except FileNotFoundError as e:
+            # QuestDB purged a partition version mid-read: its _txn names the new one; read again
+            if table is None or table.questdb is None:
+                raise
+            gone = e
+    raise StorageError(f"{root}: files vanished during {RETRIES} reads (QuestDB purges replaced "
+                       f"partition versions faster than this table can be read): {gone}") from gone

@@ -24,20 +24,22 @@ class OpenTables:
         self._lock = threading.Lock()
         self.opened = 0  # tables opened (not reused): for tests and benchmarks
 
-    def get(self, key, root, filesystem, open_table, *, io=None):
+    def get(self, key, root, filesystem, open_table, *, io=None, listing=None):
         """The open table for `key`: reused when `list_partitions(root, filesystem)` equals the
         listing it was opened from, else `open_table(sorted partitions)` (which must not list
-        again), the stale one closed. The caller must not close what it gets."""
-        listing = list_partitions(root, filesystem, io=io)
+        again), the stale one closed. `listing`: what identifies the table's state instead, a
+        callable (a QuestDB table: its `_txn` and `_meta` as read); open_table then gets its
+        result. The caller must not close what it gets."""
+        state = list_partitions(root, filesystem, io=io) if listing is None else listing()
         with self._lock:
             kept = self._tables.get(key)
-            if kept is not None and kept[0] == listing:
+            if kept is not None and kept[0] == state:
                 self._tables.move_to_end(key)
                 return kept[1]
-        table = open_table(sorted(listing))
+        table = open_table(sorted(state) if listing is None else state)
         with self._lock:
             old = self._tables.pop(key, None)
-            self._tables[key] = (listing, table)
+            self._tables[key] = (state, table)
             self.opened += 1
             while len(self._tables) > self.capacity:
                 self._close(self._tables.popitem(last=False)[1][1])

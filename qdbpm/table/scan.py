@@ -14,6 +14,8 @@ predicate, and key columns are its key values repeated.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 
@@ -72,6 +74,9 @@ class Scan:
         self.observer = None
         # The partition keys first: partitions they rule out are never opened (Table.key_plan).
         self.plan = table.key_plan(self.predicate)
+        # QuestDB native partitions the query may need and leaves out (native="skip"): also in
+        # to_table()'s schema metadata (table.skipped_metadata)
+        self.skipped_native = self.plan.skipped_native
         self.keys = self.plan.keys  # key columns, appended after the file columns by default
         self._key_set = set(self.keys)
         first = table.meta(self.plan.reference)
@@ -174,8 +179,13 @@ class Scan:
         return self.to_reader().__arrow_c_stream__(requested_schema)
 
     def to_table(self) -> pa.Table:
-        """Every matching row in one pyarrow.Table (what read_table returns)."""
-        return self.to_reader().read_all()
+        """Every matching row in one pyarrow.Table (what read_table returns); native partitions
+        a QuestDB table's query left out are named in its metadata (qdbpm.skipped_native)."""
+        out = self.to_reader().read_all()
+        if self.skipped_native:
+            out = out.replace_schema_metadata({**(out.schema.metadata or {}), b"qdbpm.skipped_native":
+                                               json.dumps(list(self.skipped_native)).encode()})
+        return out
 
     def count(self) -> int:
         """The exact number of matching rows: full row groups from `_pm` alone; partial ones by
@@ -277,7 +287,8 @@ class Scan:
         cap = max(1, min(self.memory_budget // 4, MAX_UNIT_BYTES))
         sub = p.pm.chunks[np.ix_(p.rgs[idx], cols)] if cols else None
         fetched = np.zeros(idx.size, np.int64) if sub is None else \
-            np.where(all_null_mask(sub), 0, sub["total_compressed"].astype(np.int64)).sum(axis=1)
+            np.where(all_null_mask(sub, p.pm.columns["max_def_level"][cols][None, :]), 0,
+                     sub["total_compressed"].astype(np.int64)).sum(axis=1)
         decoded = decoded_bytes(p.pm, p.rgs[idx], cols)
         est = fetched + decoded
         avoid = p.extra if full else []

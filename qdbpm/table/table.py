@@ -12,6 +12,7 @@ only those partitions' `_pm` are opened or fetched.
 
 from __future__ import annotations
 
+import json
 import os
 
 import fsspec
@@ -20,8 +21,9 @@ import pyarrow as pa
 from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
-from ..pm.batch import PmBatch
-from ..errors import PmError, PredicateError
+from ..pm.batch import MISSING, PmBatch
+from ..questdb.table_dir import META_FILE, TXN_FILE, is_questdb_table, read_table_dir
+from ..errors import PmError, PredicateError, StorageError
 from ..meta import ParquetMeta, open as open_pm
 from ..prune.bind import bind
 from ..prune.arrow import to_arrow
@@ -31,7 +33,8 @@ from ..prune.stats import Schema
 from ..storage.objects import close_reader, reader_for
 from .decode import footer_schemas
 from .group import Group, Members
-from .listing import find_partitions, read_partitions
+from .native import may_touch
+from .listing import find_partitions, list_partitions, read_partitions, remote_keys
 from .key_plan import KeyPlan, plan as plan_keys
 from .ranges import DEFAULT_MAX_GAP
 from .read_schema import ColumnSchemas, schema_key
@@ -39,31 +42,56 @@ from .scan import DEFAULT_MEMORY_BUDGET, Scan
 
 
 BATCH = True  # local tables open every `_pm` as one PmBatch; False: one by one (the reference)
+RETRIES = 3  # reads of a QuestDB table's _txn while the partitions it names vanish
 
 
 class Table:
     """A partitioned table of `data.parquet` + `_pm` directories. Use `open_table`."""
 
-    def __init__(self, root, filesystem=None, *, partitions=None, partitioning="hive"):
+    def __init__(self, root, filesystem=None, *, partitions=None, partitioning="hive", layout=None,
+                 native="error"):
         """partitions: the partition paths to use, relative to root (default: every directory
         below root holding a `_pm`, listed once); a Spark task passes its share this way.
         partitioning: "hive" (`key=value` directories name partition columns, typed as pyarrow
-        infers them), a pyarrow.Schema of their types, or None (opaque directories)."""
+        infers them), a pyarrow.Schema of their types, or None (opaque directories).
+        layout: "questdb" (a QuestDB table directory: the partitions `_txn` commits, each `_pm`
+        pinned to its committed Parquet size), "directories" (every directory holding a `_pm`),
+        or None: "questdb" when root holds a `_txn` and a `_meta` (and `partitions` is not given).
+        native: what a query that may need a QuestDB table's native (non-Parquet) partition does:
+        "error" (a PmError naming them) or "skip" (reported as `skipped_native`)."""
         if not (isinstance(partitioning, pa.Schema) or partitioning is None or partitioning == "hive"):
             raise PmError(f"partitioning must be 'hive', a pyarrow.Schema or None, not {partitioning!r}")
+        if layout not in (None, "questdb", "directories"):
+            raise PmError(f"layout must be 'questdb', 'directories' or None, not {layout!r}")
+        if native not in ("error", "skip"):
+            raise PmError(f"native must be 'error' or 'skip', not {native!r}")
         self.filesystem = filesystem
         # What remote bytes are read through: S3Direct where it reproduces the filesystem, else it.
         self.io = None if filesystem is None else reader_for(filesystem)
-        self.partitioning = partitioning
         self.root = filesystem._strip_protocol(root).rstrip("/") if filesystem is not None else os.fspath(root)
-        # Local tables: every `_pm` read while the tree is walked, checked in one kernel call
-        # (pm/batch.py); opened one by one only where read (Members) or not taken by the batch.
+        self.native = native
+        self.questdb = None  # questdb.table_dir.QuestDbTable of a QuestDB table directory
+        self._pins = {}  # partition -> the committed Parquet size its `_pm` snapshot is pinned to
         self._batch = None
-        if partitions is None and filesystem is None and BATCH:
+        found = None  # a remote root's listing: it also tells a QuestDB table (no extra request)
+        if layout is None and partitions is None and filesystem is not None:
+            found = remote_keys(self.root, filesystem, io=self.io)
+        if layout == "questdb" or (layout is None and partitions is None and (
+                is_questdb_table(self.root) if filesystem is None else
+                all(f"{self.root}/{n}" in found for n in (TXN_FILE, META_FILE)))):
+            partitioning = None  # QuestDB names partitions by time, never key=value
+            self.partitions = self._open_questdb(partitions)
+        elif partitions is None and filesystem is None and BATCH:
+            # Local tables: every `_pm` read while the tree is walked, checked in one kernel call
+            # (pm/batch.py); opened one by one only where read (Members) or not taken by the batch.
             self.partitions, self._batch = read_partitions(self.root, self._pm_paths)
+        elif partitions is None:
+            self.partitions = sorted(list_partitions(self.root, filesystem, io=self.io, identities=False,
+                                                     found=found) if filesystem is not None else
+                                     find_partitions(self.root))
         else:
-            self.partitions = find_partitions(self.root, filesystem, io=self.io) if partitions is None \
-                else sorted(partitions)
+            self.partitions = sorted(partitions)
+        self.partitioning = partitioning
         self._metas = {}
         self._positions = None  # partition -> its index in partitions, made when first asked
         self._groups = None
@@ -72,6 +100,7 @@ class Table:
         self._schemas = {}  # (schema_key, footer) -> ColumnSchemas, shared by every scan
         self._paths = {}  # partition -> parquet_path, shared by every scan
         self._filters = {}  # (predicate, decoded Arrow schema) -> Arrow filter expression (count)
+        self._skipped = ()  # the last prune's skipped native partitions
 
     def _discover(self, partitioning):
         """The partitions' hive keys (partitioning.HivePartitions), None without any."""
@@ -125,6 +154,27 @@ class Table:
             expr = self._filters[key] = to_arrow(predicate, schema)
         return expr
 
+    def _open_questdb(self, only):
+        """The Parquet partitions `_txn` commits (of `only`, when given), each `_pm` pinned to its
+        committed Parquet size; locally all read as one batch. A `_pm` that vanished since `_txn`
+        was read (QuestDB purged a replaced version) makes `_txn` be read again, then a
+        StorageError."""
+        for attempt in range(RETRIES):
+            self.questdb = qt = read_table_dir(self.root, self.io)
+            names = [p.name for p in qt.parquet if only is None or p.name in set(only)]
+            if only is not None and len(names) != len(set(only)):
+                raise PmError(f"{self.root}: not committed Parquet partitions of this QuestDB table: "
+                              f"{sorted(set(only) - set(names))}")
+            self._pins = {p.name: p.parquet_size for p in qt.parquet}
+            if self.filesystem is not None or not BATCH:
+                return names
+            self._batch = PmBatch(self._pm_paths(names), parquet_sizes=[self._pins[n] for n in names])
+            gone = [names[i] for i in np.flatnonzero(self._batch.status == MISSING).tolist()]
+            if not gone:
+                return names
+        raise StorageError(f"{self.root}: partitions {gone} vanished {RETRIES} times after _txn named them "
+                           "(QuestDB purges replaced versions): the table changes faster than it can be read")
+
     def _pm_paths(self, partitions):
         return _Paths(self, partitions)
 
@@ -138,10 +188,11 @@ class Table:
                 if self._positions is None:
                     self._positions = {p: i for i, p in enumerate(self.partitions)}
                 position = self._positions.get(partition)
+            pin = self._pins.get(partition)
             if b is not None and position is not None and b.ok[position]:
-                pm = ParquetMeta(b.paths[position], data=b.data(position), verify=False)
+                pm = ParquetMeta(b.paths[position], data=b.data(position), verify=False, parquet_size=pin)
             else:
-                pm = open_pm(self.pm_path(partition), filesystem=self.io)
+                pm = open_pm(self.pm_path(partition), filesystem=self.io, parquet_size=pin)
             self._metas[partition] = pm
         return pm
 
@@ -152,7 +203,8 @@ class Table:
         """The PmBatch of every partition's `_pm` (local tables; read on first use when the
         partitions were given), None for remote ones."""
         if self._batch is None and self.filesystem is None and BATCH:
-            self._batch = PmBatch(self._pm_paths(self.partitions))
+            self._batch = PmBatch(self._pm_paths(self.partitions),
+                                  parquet_sizes=[self._pins.get(p) for p in self.partitions] if self._pins else None)
         return self._batch
 
     def column_schemas(self, partition, footer=True) -> ColumnSchemas:
@@ -187,7 +239,7 @@ class Table:
         for path, data in blobs.items():
             p = paths.get(path) or paths.get(self.filesystem._strip_protocol(path))
             if p is not None:
-                self._metas[p] = ParquetMeta(path, data=data)
+                self._metas[p] = ParquetMeta(path, data=data, parquet_size=self._pins.get(p))
 
     def schema_groups(self, positions=None):
         """The partitions at `positions` (indices into `partitions`, ascending; default all), their
@@ -249,8 +301,31 @@ class Table:
 
     def key_plan(self, predicate) -> KeyPlan:
         """Which partitions `predicate` may hold a matching row in, from their hive keys alone,
-        before any of their `_pm` is opened, and what remains to decide in each (key_plan.plan)."""
-        return plan_keys(self, as_predicate(predicate))
+        before any of their `_pm` is opened, and what remains to decide in each (key_plan.plan);
+        for a QuestDB table also which native partitions it may need (`native`)."""
+        predicate = as_predicate(predicate)
+        plan = plan_keys(self, predicate)
+        if self.questdb is not None and self.questdb.native:
+            plan.skipped_native = self._native_touched(predicate)
+        return plan
+
+    def _native_touched(self, predicate) -> tuple:
+        """Names of the native partitions `predicate` may need rows of, decided from their
+        designated-timestamp ranges (table/native.py); raises unless native="skip"."""
+        parts = self.questdb.native
+        schema = ts = None
+        if self.partitions:  # the Parquet partitions' schema types the predicate's literals
+            pm = self.meta(self.partitions[0])
+            schema, name = Schema.of(pm), self.questdb.meta.timestamp_name
+            ts = pm.column_names.index(name) if name in pm.column_names else None
+        hit = may_touch(predicate, schema, ts, [p.lo for p in parts], [p.hi for p in parts],
+                        [p.row_count for p in parts])
+        names = tuple(p.name for p, h in zip(parts, hit.tolist()) if h)
+        if names and self.native == "error":
+            raise PmError(f"{self.root}: the query may need rows of native (non-Parquet) partitions "
+                          f"{list(names)}, which qdbpm cannot read (no _pm); narrow the designated "
+                          f"timestamp range or open the table with native='skip' to leave them out")
+        return names
 
     def _group_masks(self, predicate):
         """[(group, maybe over the group's concatenated row groups)] of the partitions the keys leave."""
@@ -258,6 +333,7 @@ class Table:
         if predicate is None:
             raise PredicateError("not a predicate: None")
         plan = self.key_plan(predicate)
+        self._skipped = plan.skipped_native
         return [(g, self._masks(g, plan, False)[0]) for g in self.schema_groups(plan.positions)]
 
     def prune_masks(self, predicate) -> dict:
@@ -322,7 +398,8 @@ class Table:
 
     def prune(self, predicate):
         """pyarrow.Table (partition, row_group, num_rows): one row per surviving row group, in
-        partition order then row-group order."""
+        partition order then row-group order (native partitions left out: in its metadata, see
+        skipped_metadata)."""
         pos, rgs, rows = [], [], []
         for g, mask in self._group_masks(predicate):
             idx = np.nonzero(mask)[0]
@@ -335,17 +412,18 @@ class Table:
             rgs.append(rg.astype(np.int32))
             rows.append(g.survivor_rows(idx, k, rg).astype(np.int64))
         if not pos:
-            return pa.table({"partition": pa.array([], pa.string()), "row_group": pa.array([], pa.int32()),
-                             "num_rows": pa.array([], pa.int64())})
+            return skipped_metadata(pa.table({
+                "partition": pa.array([], pa.string()), "row_group": pa.array([], pa.int32()),
+                "num_rows": pa.array([], pa.int64())}), self._skipped)
         pos, rgs, rows = np.concatenate(pos), np.concatenate(rgs), np.concatenate(rows)
         if len(pos) > 1 and np.any(np.diff(pos) < 0):  # several schema groups: back to partition order
             order = np.lexsort((rgs, pos))
             pos, rgs, rows = pos[order], rgs[order], rows[order]
-        return pa.table({
+        return skipped_metadata(pa.table({
             "partition": pa.array([self.partitions[i] for i in pos.tolist()], pa.string()),
             "row_group": pa.array(rgs, pa.int32()),
             "num_rows": pa.array(rows, pa.int64()),
-        })
+        }), self._skipped)
 
     def close(self):
         for pm in self._metas.values():
@@ -369,6 +447,18 @@ class Table:
         return f"<Table {self.root!r} partitions={len(self.partitions)}>"
 
 
+SKIPPED_NATIVE_KEY = b"qdbpm.skipped_native"
+
+
+def skipped_metadata(table: pa.Table, skipped) -> pa.Table:
+    """`table` with the native partitions a query left out (native="skip") named in its schema
+    metadata under SKIPPED_NATIVE_KEY (a JSON list), when there are any."""
+    if not skipped:
+        return table
+    return table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                          SKIPPED_NATIVE_KEY: json.dumps(list(skipped)).encode()})
+
+
 class _Paths:
     """The `_pm` paths of `partitions`, made when asked (a batch asks only for messages and
     one-file opens)."""
@@ -386,7 +476,8 @@ class _Paths:
         return (self[i] for i in range(len(self)))
 
 
-def open_table(root, filesystem=None, *, storage_options=None, partitioning="hive") -> Table:
+def open_table(root, filesystem=None, *, storage_options=None, partitioning="hive", layout=None,
+               native="error") -> Table:
     """Open a table: a local directory, a path / URI on an fsspec `filesystem`, or without one an
     fsspec URL (`s3://bucket/table`) resolved with `storage_options` (a local path stays local:
     `_pm` files mapped, not fetched)."""
@@ -396,7 +487,7 @@ def open_table(root, filesystem=None, *, storage_options=None, partitioning="hiv
             filesystem = None
     elif filesystem is not None and storage_options is not None:
         raise PmError("pass storage_options= or a filesystem, not both: the filesystem is already configured")
-    return Table(root, filesystem, partitioning=partitioning)
+    return Table(root, filesystem, partitioning=partitioning, layout=layout, native=native)
 
 
 def _is_url(root) -> bool:

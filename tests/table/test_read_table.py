@@ -79,7 +79,7 @@ def check_requests(counting, table_root, fs, pred, columns):
             cols = [pm.column_index(n) for n in need]
             rgs = np.nonzero(masks[p])[0] if masks is not None else np.arange(pm.row_group_count)
             sub = pm.chunks[np.ix_(rgs, cols)]
-            nulls = all_null_mask(sub)
+            nulls = all_null_mask(sub, pm.columns["max_def_level"][cols][None, :])
             useful += int(sub["total_compressed"][~nulls].sum())
             path = fs._strip_protocol(table.parquet_path(p))
             reqs = [(s, e) for q, s, e, _ in counting.requests if fs._strip_protocol(q) == path]
