@@ -27,6 +27,8 @@ Scenarios:
            `t.scan(WHERE).count()` vs DuckDB count(*) over the file list (metadata cache on and
            warm) and a fresh pyarrow.dataset + split_by_row_group; per table size
            (--oneshot-sizes; default 1000 with --quick, else 1000,10000) and the growth across sizes
+  tpch     (benchmarks/compare_tpch.py) TPC-H lineitem SF1 by ship month: read_table of one day, one
+           month and Q6, one shot, vs DuckDB's same SELECT (threads=1, metadata cache on, Arrow out)
   bloom    batch SBBF probes (value x filter) vs pybloom-live; batch XXH64 vs the xxhash package
   crc      CRC-32 GB/s: ours (isal when installed) vs zlib vs memory copy
 
@@ -39,6 +41,7 @@ inflate (wall time reported next to them):
   1,000-partition Table.prune <= 10 ms after open (first call)
   one shot (issue 17): 1,000 partitions open_table + first prune <= 15 ms and >= 9x faster than
   DuckDB with its metadata cache on; 10,000 partitions <= 150 ms; growth linear or better
+  TPC-H day / month / Q6: read_table one shot >= 2x faster than DuckDB
   bloom batch >= 50 M value x filter probes/s on one core and >= 100x pybloom-live
 """
 
@@ -60,9 +63,10 @@ import numpy as np  # noqa: E402
 
 from benchmarks import datasets as D  # noqa: E402
 from benchmarks.compare_tables import scenario_oneshot, scenario_table  # noqa: E402
+from benchmarks.compare_tpch import scenario_tpch  # noqa: E402
 from benchmarks.harness import Contender, Report, duckdb_connection, run_rounds  # noqa: E402
 
-SCENARIOS = ("open", "prune", "generate", "table", "oneshot", "bloom", "crc")
+SCENARIOS = ("open", "prune", "generate", "table", "oneshot", "tpch", "bloom", "crc")
 
 
 # --- scenarios ---------------------------------------------------------------------------------
@@ -378,6 +382,8 @@ def main(argv=None):
         scenario_table(rep, rounds, target)
     if "oneshot" not in skip:
         scenario_oneshot(rep, sizes, rounds, target)
+    if "tpch" not in skip:
+        scenario_tpch(rep, rounds, target)
     if "bloom" not in skip:
         scenario_bloom(rep, rounds, target, args.quick)
     if "crc" not in skip:

@@ -1,7 +1,8 @@
 """Scaling curves (issue 17): qdbpm and its peers as a table gains partitions and a file gains row
 groups, measured in one run, written as JSON and drawn (matplotlib, PNG into docs/img/).
 
-    python benchmarks/compare_scaling.py [--quick | --full] [--json FILE] [--plot-only] [--markdown]
+    python benchmarks/compare_scaling.py [--quick] [--json FILE] [--sweeps partitions,row_groups]
+                                         [--plot-only] [--markdown]
 
 Partitions (tables of N partitions x 10 row groups x 8 columns, benchmarks/datasets.table_dir; the
 predicate keeps the same 100-row-group ts window at every size), per N:
@@ -39,6 +40,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import datasets as D  # noqa: E402
+from benchmarks.compare_tables import oneshot_calls  # noqa: E402
 from benchmarks.harness import duckdb_connection  # noqa: E402
 
 IMG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "img")
@@ -62,8 +64,6 @@ def repeats(n, small=7) -> int:
 
 
 def sweep_partitions(sizes) -> dict:
-    import pyarrow.dataset as ds
-
     from qdbpm.sync.generate import generate
     from qdbpm.table.table import open_table
 
@@ -76,17 +76,7 @@ def sweep_partitions(sizes) -> dict:
         con = duckdb_connection(True)
         q = f"SELECT count(*) FROM read_parquet({files!r}) WHERE {sql}"
 
-        def prune():
-            with open_table(root) as t:
-                return t.prune(sql)
-
-        def count():
-            with open_table(root) as t:
-                return t.scan(sql).count()
-
-        def ds_fresh():
-            return sum(len(f.split_by_row_group(flt)) for f in ds.dataset(root, format="parquet").get_fragments())
-
+        prune, count, ds_fresh = oneshot_calls(root, sql, flt)
         warm = open_table(root)
         rows, survivors = count(), prune().num_rows
         if con.execute(q).fetchall()[0][0] != rows:
@@ -132,8 +122,12 @@ def sweep_row_groups(sizes, synthetic) -> dict:
             parquet, pm_path = D.parquet_and_pm(r_count, 8)
         else:
             parquet, pm_path = None, D.synthetic_pm(r_count, 8)
-        lo, hi = D.selective_window(r_count)
-        sql = D.predicate_sql(lo, hi)
+        if real:
+            lo, hi = D.selective_window(r_count)
+            sql = D.predicate_sql(lo, hi)
+        else:  # synthetic: ts from 0, 1,000 us apart, 100 rows per row group; no `x` column
+            lo = r_count // 2 * 100_000
+            sql = f"ts BETWEEN TIMESTAMP '{D.ts_literal(lo)}' AND TIMESTAMP '{D.ts_literal(lo + 199_999)}'"
         expr = qdbpm.parse(sql)
         pm = qdbpm.open(pm_path)
         pm.prune(expr)
@@ -244,6 +238,8 @@ def main(argv=None):
     ap.add_argument("--json", default=os.path.join(IMG, "scaling.json"))
     ap.add_argument("--plot-only", action="store_true")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--sweeps", default="partitions,row_groups", help="which to measure (the others are kept "
+                    "from --json)")
     args = ap.parse_args(argv)
     os.makedirs(IMG, exist_ok=True)
     if not args.plot_only:
@@ -256,13 +252,15 @@ def main(argv=None):
         data = {"machine": f"{info['cpus']} CPUs, Python {info['python']}, pyarrow {info['pyarrow']}, "
                            f"DuckDB {info['duckdb']}",
                 "command": "python benchmarks/compare_scaling.py" + (" --quick" if args.quick else "")}
-        print("== partitions")
-        data["partitions"] = sweep_partitions(parts)
-        print("== row groups")
-        data["row_groups"] = sweep_row_groups(rgs, synthetic)
-        with open(args.json, "w") as f:
-            json.dump(data, f, indent=1)
-        print(f"wrote {args.json}")
+        if args.sweeps != "partitions,row_groups" and os.path.exists(args.json):
+            with open(args.json) as f:  # keep the sweeps not run now
+                data = dict(json.load(f), **data)
+        for sweep in args.sweeps.split(","):
+            print(f"== {sweep}")
+            data[sweep] = sweep_partitions(parts) if sweep == "partitions" else sweep_row_groups(rgs, synthetic)
+            with open(args.json, "w") as f:  # after each sweep: a later failure keeps it
+                json.dump(data, f, indent=1)
+            print(f"wrote {args.json}")
     with open(args.json) as f:
         data = json.load(f)
     plot(data, os.path.join(os.path.dirname(args.json), "scaling"))

@@ -103,6 +103,25 @@ COUNT = "qdbpm open_table + scan().count(), one shot"
 DUCK = "DuckDB count(*), file list, metadata cache on"
 
 
+def oneshot_calls(root, sql, flt):
+    """(prune, count, ds_fresh): the one-shot calls every table-size comparison times (here and
+    compare_scaling.py): open_table + prune, open_table + scan().count(), a fresh pyarrow.dataset
+    + split_by_row_group (its row groups kept). SQL text each call: a one-shot planner parses its
+    query too (microseconds)."""
+    def prune():
+        with open_table(root) as t:
+            return t.prune(sql)
+
+    def count():
+        with open_table(root) as t:
+            return t.scan(sql).count()
+
+    def ds_fresh():
+        return sum(len(f.split_by_row_group(flt)) for f in ds.dataset(root, format="parquet").get_fragments())
+
+    return prune, count, ds_fresh
+
+
 def oneshot_size(rep, partitions, rounds, target):
     """The one-shot contenders on a table of `partitions` partitions: {name: Contender}."""
     root = D.table_dir(partitions)
@@ -113,23 +132,10 @@ def oneshot_size(rep, partitions, rounds, target):
     if len(files) != partitions:
         raise SystemExit(f"oneshot: {root} holds {len(files)} data.parquet, expected {partitions}")
 
-    # SQL text each call: a one-shot planner parses its query too (microseconds).
-    def prune():
-        with open_table(root) as t:
-            return t.prune(sql)
-
-    def count():
-        with open_table(root) as t:
-            return t.scan(sql).count()
+    prune, count, ds_fresh = oneshot_calls(root, sql, flt)
 
     def listing():
         open_table(root).close()
-
-    def ds_fresh():
-        n = 0
-        for f in ds.dataset(root, format="parquet").get_fragments():
-            n += len(f.split_by_row_group(flt))
-        return n
 
     con = duckdb_connection(True)
     q_list = f"SELECT count(*) FROM read_parquet({files!r}) WHERE {sql}"
