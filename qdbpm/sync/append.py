@@ -301,8 +301,8 @@ _STRUCTURE = (SE_TYPE, SE_TYPE_LENGTH, SE_REPETITION_TYPE, SE_NAME, SE_NUM_CHILD
 def _check_parquet_schema(path, footer, new_footer):
     """The Parquet schema pyarrow wrote for the table must lay the columns out as the file's does.
 
-    Element by element: physical type, type_length, repetition, name (the root's aside) and
-    num_children equal. Annotations (converted / logical type, scale, precision) may differ only
+    Element by element: physical type, type_length, repetition, name (the root's name and
+    repetition aside) and num_children equal. Annotations (converted / logical type, scale, precision) may differ only
     when pyarrow reads both schemas, without any key-value metadata, as the same Arrow types:
     then the values are encoded alike and the new row groups are filed under the file's schema.
     Field ids are the file's. Otherwise PmError names the element and the fields."""
@@ -313,8 +313,8 @@ def _check_parquet_schema(path, footer, new_footer):
     annotated = []
     for i, (a, b) in enumerate(zip(old, new)):
         for fid in _STRUCTURE:
-            if fid == SE_NAME and i == 0:
-                continue
+            if i == 0 and fid in (SE_NAME, SE_REPETITION_TYPE):
+                continue  # the root's name and repetition mean nothing (QuestDB writes none; pyarrow REQUIRED)
             if a.get(fid) != b.get(fid):
                 raise PmError(f"{path}: cannot append: schema element {i} ({footer.schema[i].name!r}): "
                               f"{_SE_NAMES[fid]} is {_show(a.get(fid))} in the file, {_show(b.get(fid))} in the "
