@@ -28,7 +28,8 @@ from ..prune.arrow import filter_table
 from ..table.decode import decode_partition
 from ..table.ranges import DEFAULT_MAX_GAP, fetch_range, plan
 from ..storage.objects import reader_for
-from ..questdb.table_dir import is_questdb_table, read_table_dir
+from ..questdb.table_dir import META_FILE, TXN_FILE, is_questdb_table, read_table_dir
+from ..table.listing import list_partitions, remote_keys
 from ..table.reuse import OpenTables
 from ..table.table import Table
 from .filters import exact_type, to_expression
@@ -55,18 +56,27 @@ def open_table(options) -> Table:
     if fs is not None and so not in _LISTERS:
         _LISTERS[so] = reader_for(fs)
 
-    native = user_options(options).get("native", "error")
-    if is_questdb_table(root, fs):
+    native, io = user_options(options).get("native", "error"), _LISTERS.get(so)
+    found = None  # a remote table's one listing per query: it also tells a QuestDB table
+    if fs is None:
+        questdb = is_questdb_table(root)
+    else:
+        found = remote_keys(root, fs, io=io, identities=True)
+        base = fs._strip_protocol(root).rstrip("/")
+        questdb = all(f"{base}/{n}" in found for n in (TXN_FILE, META_FILE))
+    if questdb:
         # A QuestDB table directory: its state is its _txn (and _meta); partitions come from there.
         return OPEN_TABLES.get(key + (native,), root, fs, lambda _: Table(root, fs, layout="questdb", native=native),
-                               listing=lambda: read_table_dir(root, fs))
+                               listing=lambda: read_table_dir(root, io or fs))
 
     def opener(names):
+        names = sorted(names)
         if not names:
             raise PmError(f"no partitions (directories with a _pm) under {user_options(options).get('path')!r}")
         return Table(root, fs, partitions=names, partitioning=key_schema(names), layout="directories")
 
-    return OPEN_TABLES.get(key, root, fs, opener, io=_LISTERS.get(so))
+    listing = None if found is None else (lambda: list_partitions(root, fs, io=io, found=found))
+    return OPEN_TABLES.get(key, root, fs, opener, io=io, listing=listing)
 
 
 def _key_fields(t, pm):
