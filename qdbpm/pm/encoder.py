@@ -123,17 +123,6 @@ def header_bytes(d: Description) -> bytes:
 # --- row group blocks -----------------------------------------------------------------------
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenated aranges [s, s + n) for each (s, n) with n > 0, as one int64 index array."""
-    keep = lengths > 0
-    starts, lengths = starts[keep].astype(np.int64), lengths[keep].astype(np.int64)
-    total = int(lengths.sum())
-    if not total:
-        return np.zeros(0, np.int64)
-    first = np.cumsum(lengths) - lengths  # where each range begins in the output
-    return np.repeat(starts - first, lengths) + np.arange(total, dtype=np.int64)
-
-
 def encode_blocks(d: Description, rows, base: int):
     """Encode the blocks of row groups `rows` laid out from absolute offset `base`.
 
@@ -283,26 +272,22 @@ class BlockPlan:
             return
         out[:] = 0
         rel = self.rel
-        recs = np.array(d.chunks if self.every else d.chunks[rows], L.CHUNK_DTYPE, order="C")  # a copy
-        recs["reserved"] = 0
-        for name in STAT_FIELDS:
-            recs[name] = self.fields[name]
-        grid = np.empty((nrows, fixed), np.uint8)  # each block's fixed part: NUM_ROWS, then its records
-        grid[:, :8] = self._nr_bytes(rows)
-        grid[:, 8:] = recs.view(np.uint8).reshape(nrows, L.CHUNK_SIZE * ncols)
+        f = self.fields
         at = o + np.asarray(rel, np.int64)
-        _encode.scatter(out, at, grid)
+        chunks = np.ascontiguousarray(d.chunks).view(np.uint8).reshape(d.chunks.shape[0], L.CHUNK_SIZE * ncols)
+        _encode.fill_blocks(out, at, rows, np.ascontiguousarray(d.num_rows, L.U64), chunks,
+                            f["stat_flags"], f["stat_sizes"], f["min_stat"], f["max_stat"])
         for i, part in self.ool_parts.items():
             p = int(at[i]) + fixed
             out[p : p + len(part)] = np.frombuffer(part, np.uint8)
         stat_idx = self.stat_idx
         if stat_idx.size:
-            # Every OOL stat of those row groups in one gather / scatter.
+            # Every OOL stat of those row groups: one bounds-checked memcpy per stat.
             lens = self.stat_lens
             src_start = d.stats.start[rows[stat_idx]].reshape(len(stat_idx), 2 * ncols)
             dst = (o + rel[stat_idx] + fixed)[:, None] + self.stat_rel
-            out[_ranges(dst.reshape(-1), lens.reshape(-1))] = \
-                self.stat_data[_ranges(src_start.reshape(-1), lens.reshape(-1))]
+            _encode.copy_ranges(out, dst.reshape(-1).astype(np.int64), self.stat_data,
+                                src_start.reshape(-1).astype(np.int64), lens.reshape(-1).astype(np.int64))
 
 
 def external_bloom_entries(d: Description, rows) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The block scatter kernel (qdbpm/pm/_encode.pyx) against the slice assignments it replaces, and
+"""The block kernels (qdbpm/pm/_encode.pyx) against the numpy passes they replace, and
 its bounds checks; the encoder's bytes themselves are held by the golden files (test_golden.py)."""
 
 import numpy as np
@@ -6,32 +6,91 @@ import pytest
 
 from qdbpm.errors import PmError
 from qdbpm.pm import _encode
+from qdbpm.pm import layout as L
 
 
-def reference(out, at, rows):
+def fill_reference(out, at, rows, num_rows, chunks, flags, sizes, mins, maxs):
+    """The numpy passes fill_blocks replaces: copy the records, overwrite the derived fields."""
+    C = chunks.shape[1] // 64
+    recs = np.array(chunks[rows]).view(L.CHUNK_DTYPE).reshape(len(rows), C)
+    recs["stat_flags"], recs["stat_sizes"] = flags, sizes
+    recs["reserved"] = 0
+    recs["min_stat"], recs["max_stat"] = mins, maxs
     for i, a in enumerate(at.tolist()):
-        out[a : a + rows.shape[1]] = rows[i]
+        out[a : a + 8] = np.frombuffer(np.uint64(num_rows[rows[i]]).astype("<u8").tobytes(), np.uint8)
+        out[a + 8 : a + 8 + 64 * C] = recs[i].view(np.uint8)
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_scatter_equals_slice_assignments(seed):
+def _fill_case(rng):
+    R, C, n = int(rng.integers(1, 30)), int(rng.integers(0, 6)), int(rng.integers(0, 40))
+    chunks = rng.integers(0, 256, (R, 64 * C), dtype=np.uint8)
+    rows = rng.integers(0, R, n).astype(np.int64)
+    w = 8 + 64 * C
+    size = w * n + int(rng.integers(0, 100))
+    at = np.sort(rng.choice(np.arange(0, size - w + 1, 8), n, replace=n > (size - w) // 8))
+    num_rows = rng.integers(0, 1 << 63, R, dtype=np.uint64)
+    flags = rng.integers(0, 256, (n, C), dtype=np.uint8)
+    sizes = rng.integers(0, 256, (n, C), dtype=np.uint8)
+    slots = rng.integers(0, 1 << 63, (n, C, 2), dtype=np.uint64)  # strided views, as the encoder passes
+    return size, (at.astype(np.int64), rows, num_rows, chunks, flags, sizes, slots[..., 0], slots[..., 1])
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_fill_blocks_equals_the_numpy_passes(seed):
     rng = np.random.default_rng(seed)
-    n, w = int(rng.integers(0, 50)), int(rng.integers(0, 70))
-    size = int(rng.integers(w, w * n + 200))
-    rows = rng.integers(0, 256, (n, w), dtype=np.uint8)
-    at = rng.integers(0, size - w + 1, n).astype(np.int64)
+    size, args = _fill_case(rng)
     got, want = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
-    _encode.scatter(got, at, rows)
-    reference(want, at, rows)
+    _encode.fill_blocks(got, *args)
+    fill_reference(want, *args)
     assert np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("bad", [-1, 93, 1 << 62, -(1 << 62)])
-def test_a_row_that_does_not_fit_is_refused_before_any_write(bad):
-    out = np.zeros(100, np.uint8)
-    rows = np.ones((2, 8), np.uint8)
-    with pytest.raises(PmError, match="does not fit"):
-        _encode.scatter(out, np.array([0, bad], np.int64), rows)
-    assert not out.any()
-    with pytest.raises(PmError, match="offsets for"):
-        _encode.scatter(out, np.array([0], np.int64), rows)
+def test_fill_blocks_refuses_what_does_not_fit_before_writing():
+    rng = np.random.default_rng(7)
+    while True:
+        size, args = _fill_case(rng)
+        if len(args[0]) >= 2 and args[3].shape[1]:
+            break
+    at, rows = args[0], args[1]
+    for bad_at, bad_rows, match in (
+        (np.r_[at[:-1], size - 7], rows, "does not fit"),
+        (np.r_[at[:-1], -8], rows, "does not fit"),
+        (at, np.r_[rows[:-1], args[3].shape[0]], "row group"),
+        (at, np.r_[rows[:-1], -1], "row group"),
+        (at[:-1], rows, "row groups for"),
+    ):
+        out = np.zeros(size, np.uint8)
+        with pytest.raises(PmError, match=match):
+            _encode.fill_blocks(out, bad_at.astype(np.int64), bad_rows.astype(np.int64), *args[2:])
+        assert not out.any()
+    with pytest.raises(PmError, match="stat fields"):
+        _encode.fill_blocks(np.zeros(size, np.uint8), at, rows, args[2], args[3], args[4][:-1], *args[5:])
+    with pytest.raises(PmError, match="row counts"):
+        _encode.fill_blocks(np.zeros(size, np.uint8), at, rows, args[2][:-1], *args[3:])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_copy_ranges_equals_slices_and_checks_bounds(seed):
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, 256, int(rng.integers(1, 300)), dtype=np.uint8)
+    n = int(rng.integers(0, 20))
+    lens = rng.integers(-2, 20, n).astype(np.int64)
+    s = np.array([int(rng.integers(0, max(1, len(src) - max(int(k), 0) + 1))) for k in lens], np.int64)
+    size = 400
+    d = np.array([int(rng.integers(0, size - max(int(k), 0) + 1)) for k in lens], np.int64)
+    got, want = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
+    _encode.copy_ranges(got, d, src, s, lens)
+    for k in range(n):
+        if lens[k] > 0:
+            want[d[k] : d[k] + lens[k]] = src[s[k] : s[k] + lens[k]]
+    assert np.array_equal(got, want)
+    if n and (lens > 0).any():
+        k = int(np.argmax(lens > 0))
+        for field, value in ((d, size - lens[k] + 1), (s, len(src) - lens[k] + 1), (d, -1), (s, -1)):
+            old = field[k]
+            field[k] = value
+            out = np.zeros(size, np.uint8)
+            with pytest.raises(PmError, match="outside its buffers"):
+                _encode.copy_ranges(out, d, src, s, lens)
+            assert not out.any()
+            field[k] = old
