@@ -168,12 +168,13 @@ def cmd_verify(args):
 def _generate_one(job):
     from ..sync.generate import generate
 
-    path, bloom, *remote = job  # remote: (storage options, Parquet size from the listing)
+    path, bloom, repetition, *remote = job  # remote: (storage options, Parquet size from the listing)
     try:
         if remote:
             options, size = remote
-            return path, generate(path, bloom=bloom, storage_options=options, parquet_size=size), None
-        return path, generate(path, bloom=bloom), None
+            return path, generate(path, bloom=bloom, storage_options=options, parquet_size=size,
+                                  repetition=repetition), None
+        return path, generate(path, bloom=bloom, repetition=repetition), None
     except (PmError, OSError) as e:
         return path, None, _one_line(e)
     except Exception as e:  # a bug, not bad input: still report it per file and keep going
@@ -192,7 +193,8 @@ def cmd_generate(args):
         return 1
     files = [p for p, _ in objects]
     remote = options is not None or any(is_url(p) for p in files)
-    jobs = [(p, bloom, options, size) for p, size in objects] if remote else [(p, bloom) for p in files]
+    rep = args.repetition
+    jobs = [(p, bloom, rep, options, size) for p, size in objects] if remote else [(p, bloom, rep) for p in files]
     progress = Progress(len(files))
     failures, total = [], 0
     # remote generation waits on requests, not a core: threads, several per core
@@ -291,6 +293,9 @@ def build_parser():
                    help="copy bloom filters into _pm (inline), reference them (external) or skip them")
     s.add_argument("--jobs", type=int, default=0,
                    help="worker processes (default: one per core; URLs: 16 threads)")
+    s.add_argument("--repetition", choices=["encoder", "parquet"], default=None,
+                   help="column repetition flags as QuestDB's partition encoder writes them (default for "
+                        "files QuestDB wrote) or as the Parquet schema says (default for other files)")
     add_storage_option(s)
     s.set_defaults(func=cmd_generate)
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..pm import layout as L
 from ..pm import qdb_types as Q
 from ..pm.description import Column
-from ..errors import ParquetFormatError
+from ..errors import ParquetFormatError, PmError
 from .constants import (
     CT_DATE, CT_DECIMAL, CT_ENUM, CT_INT_8, CT_INT_16, CT_JSON, CT_TIMESTAMP_MICROS, CT_TIMESTAMP_MILLIS,
     CT_UINT_32, CT_UINT_64, CT_UTF8,
@@ -142,7 +142,45 @@ def common_sorting(footer):
     return [(int(i), bool(d), bool(f)) for i, d, f in zip(*(x[0].tolist() for x in cols))]
 
 
-def map_schema(footer) -> SchemaMapping:
+# How `_pm` column descriptors get their repetition flags (docs/format.md#repetition-flags).
+# "encoder": QuestDB's partition encoder, which writes the `_pm` of every partition it converts:
+# OPTIONAL for every column, REQUIRED only for a SYMBOL column whose table holds no NULL in it
+# (whatever the Parquet schema says: it writes the designated timestamp and BOOLEAN / BYTE / SHORT
+# / CHAR REQUIRED there). "parquet": the Parquet schema's repetition, as QuestDB's migration path
+# (convert_from_parquet) and any writer of an external file does. Readers take nullability from
+# definition levels, so both readings read the same.
+REPETITION_RULES = ("encoder", "parquet")
+
+
+def _no_nulls(footer, i: int, leaf) -> bool:
+    """The file holds no NULL in leaf `i`: REQUIRED, or every row group's null count is present
+    and 0 (no row group: nothing known, so False)."""
+    if leaf.max_def_level == 0:
+        return True
+    ch = footer.chunks
+    if ch.shape[0] == 0:
+        return False
+    known = (ch["stat_flags"][:, i] & L.STAT_NULL_COUNT_PRESENT) != 0
+    return bool(known.all() and (ch["null_count"][:, i] == 0).all())
+
+
+def _repetition(rule, footer, i, leaf, type_code, symbol_not_null) -> int:
+    if rule == "parquet":
+        return leaf.repetition
+    if L.qdb_type_tag(type_code) != L.QDB_SYMBOL:
+        return L.REPETITION_OPTIONAL
+    name = ".".join(leaf.path)
+    # The table's symbol map says (exactly QuestDB's hint); without it, this file's null counts.
+    not_null = symbol_not_null[name] if name in symbol_not_null else _no_nulls(footer, i, leaf)
+    return L.REPETITION_REQUIRED if not_null else L.REPETITION_OPTIONAL
+
+
+def map_schema(footer, *, repetition: str | None = None, symbol_not_null=None) -> SchemaMapping:
+    """Column descriptors, designated timestamp and sorting of a Parquet footer.
+
+    repetition: "encoder" or "parquet" (REPETITION_RULES); None = "encoder" for a file QuestDB
+    wrote (it carries the `questdb` metadata), else "parquet". symbol_not_null: {column name:
+    bool} from the table's symbol maps (questdb/symbols.py), for the "encoder" rule."""
     leaves = footer.leaves
     sorting = common_sorting(footer)
     descending = {c for c, desc, _ in sorting if desc}
@@ -150,6 +188,11 @@ def map_schema(footer) -> SchemaMapping:
     if qdb is not None and len(qdb["schema"]) != len(leaves):
         raise ParquetFormatError(f"questdb metadata lists {len(qdb['schema'])} columns but the Parquet schema "
                                  f"has {len(leaves)} leaf columns")
+    if repetition is None:
+        repetition = "encoder" if qdb is not None else "parquet"
+    if repetition not in REPETITION_RULES:
+        raise PmError(f"repetition must be one of {REPETITION_RULES} or None, got {repetition!r}")
+    symbol_not_null = symbol_not_null or {}
     cols = []
     dts = -1
     for i, leaf in enumerate(leaves):
@@ -159,13 +202,16 @@ def map_schema(footer) -> SchemaMapping:
                 type_code = _json_int(entry["column_type"], -(1 << 31), (1 << 31) - 1)
             except (KeyError, TypeError, ValueError):
                 raise ParquetFormatError(f"questdb metadata column {i} has no i32 column_type") from None
-            if type_code & L.QDB_FLAG_DESIGNATED_TIMESTAMP and dts < 0:
+            # Bits 17 and 20 are flags of TIMESTAMP codes only (in a DECIMAL code they are
+            # precision and scale bits: DECIMAL64(18,4) has bit 20 set).
+            is_ts = L.qdb_type_tag(type_code) == L.QDB_TIMESTAMP
+            if is_ts and type_code & L.QDB_FLAG_DESIGNATED_TIMESTAMP and dts < 0:
                 dts = i
         else:
-            type_code = infer_type(leaf)
+            type_code, is_ts = infer_type(leaf), False
         flags = L.column_flags(
-            repetition=leaf.repetition,
-            descending=i in descending or bool(entry and type_code & L.QDB_FLAG_DESCENDING),
+            repetition=_repetition(repetition, footer, i, leaf, type_code, symbol_not_null),
+            descending=i in descending or bool(entry and is_ts and type_code & L.QDB_FLAG_DESCENDING),
             ascii=bool(entry and entry.get("ascii")),
             local_key_is_global=bool(entry and entry.get("format") == 1
                                      and L.qdb_type_tag(type_code) == L.QDB_SYMBOL),

@@ -24,6 +24,8 @@ from ..pm.reader import PmFile
 from ..parquet.schema import map_schema
 from ..table.ranges import coalesce
 from ..pm.fileops import DEFAULT_OPS, FileOps
+from ..questdb.symbols import symbol_not_null
+from ..questdb.table_dir import is_questdb_table
 from ..pm.writer import first_chunk_starts, unchanged_row_groups, write_new, write_update
 from ..storage.objects import RangeFile, cat, object_size, reader_for
 from .remote import build_and_put, default_pm_object, resolve
@@ -270,7 +272,7 @@ def _column_indices(desc, names):
 
 
 def generate(parquet_path, pm_path=None, *, bloom="inline", bloom_columns=None, ops: FileOps = DEFAULT_OPS,
-             filesystem=None, storage_options=None, parquet_size=None) -> int:
+             filesystem=None, storage_options=None, parquet_size=None, repetition=None) -> int:
     """Build (or rebuild from scratch) the `_pm` of a Parquet file from its footer.
 
     bloom: "inline" copies the file's split-block filters into the `_pm`, "external" references
@@ -281,6 +283,11 @@ def generate(parquet_path, pm_path=None, *, bloom="inline", bloom_columns=None, 
     A URL (s3://bucket/day/data.parquet, with `storage_options`) or a path on an fsspec
     `filesystem` is read by range requests (storage/objects.py) and its `_pm` stored with one PUT
     (sync/remote.py); `parquet_size`, when known (from a listing), saves the size request.
+
+    repetition: how column descriptors get their repetition flags (parquet/schema.py
+    REPETITION_RULES): None = QuestDB's encoder rule for a file QuestDB wrote, the Parquet schema
+    otherwise. A local file in a partition directory of a QuestDB table takes the NULL flags of
+    the table's symbol maps, as QuestDB does, and so reproduces its `_pm` byte for byte.
     """
     bloom = _check_mode(bloom)
     target = resolve(parquet_path, filesystem, storage_options)
@@ -288,23 +295,33 @@ def generate(parquet_path, pm_path=None, *, bloom="inline", bloom_columns=None, 
         fs, path = target
         size = object_size(fs, path) if parquet_size is None else parquet_size
         f = RangeFile(reader_for(fs), path, size)
-        desc = _new_description(f, f, path, bloom, bloom_columns)
+        desc = _new_description(f, f, path, bloom, bloom_columns, repetition)
         pm_obj = fs._strip_protocol(pm_path) if pm_path else default_pm_object(path)
         return build_and_put(fs, pm_obj, lambda local: write_new(local, desc, ops=ops))
     pm_path = pm_path or default_pm_path(parquet_path)
     with open(parquet_path, "rb") as f:
-        desc = _new_description(f, parquet_path, os.fspath(parquet_path), bloom, bloom_columns)
+        desc = _new_description(f, parquet_path, os.fspath(parquet_path), bloom, bloom_columns, repetition,
+                                _questdb_root(parquet_path))
     return write_new(pm_path, desc, ops=ops)
 
 
-def _new_description(f, source, name, bloom, bloom_columns) -> Description:
+def _questdb_root(parquet_path):
+    """The QuestDB table whose partition directory holds `parquet_path`, or None."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(os.fspath(parquet_path))))
+    return root if is_questdb_table(root) else None
+
+
+def _new_description(f, source, name, bloom, bloom_columns, repetition=None, table_root=None) -> Description:
     """The Description of a fresh `_pm` for the Parquet file open as `f` (`source`: what pyarrow
-    opens to build filters from the data, the path or `f`)."""
+    opens to build filters from the data, the path or `f`; `table_root`: its QuestDB table)."""
     try:
         footer = read_footer(f)
     except ParquetFormatError as e:
         raise ParquetFormatError(e.args[0] if name in e.args[0] else f"{name}: {e}") from None
-    desc = describe_footer(footer)
+    symbols = None
+    if table_root is not None:
+        symbols = symbol_not_null(table_root, [".".join(leaf.path) for leaf in footer.leaves])
+    desc = describe_footer(footer, map_schema(footer, repetition=repetition, symbol_not_null=symbols))
     R, C = desc.chunks.shape
     blooms = None
     if bloom is not None:

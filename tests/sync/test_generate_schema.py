@@ -24,11 +24,11 @@ from support.questdb_files import QDB_COLUMNS, dec_code, questdb_file, write_que
 
 # --- schema mapping: QuestDB-written files -------------------------------------------------------------
 
-@pytest.mark.parametrize("sorting", [True, False])
-def test_questdb_written_file(tmp_path, sorting):
+@pytest.mark.parametrize("sorting,rule", [(True, None), (False, None), (True, "parquet"), (True, "encoder")])
+def test_questdb_written_file(tmp_path, sorting, rule):
     path, _ = questdb_file(str(tmp_path / "data.parquet"), sorting=sorting)
     pm = str(tmp_path / "_pm")
-    generate(path, pm)
+    generate(path, pm, repetition=rule)
     check_pm(pm, path)
     with qdbpm.open(pm) as m:
         assert m.column_names == [c[0] for c in QDB_COLUMNS]
@@ -40,7 +40,11 @@ def test_questdb_written_file(tmp_path, sorting):
         assert m.unused_bytes == 4096
         flags = dict(zip(m.column_names, m.columns["flags"].tolist()))
         req, opt = L.column_flags(repetition=L.REPETITION_REQUIRED), L.column_flags()
-        assert flags["ts"] == req and flags["l"] == opt
+        # QuestDB's encoder rule (the default for its files) describes the REQUIRED timestamp
+        # OPTIONAL; the Parquet rule (its migration path) copies the schema.
+        assert flags["ts"] == (req if rule == "parquet" else opt) and flags["l"] == opt
+        # DECIMAL codes with scale 4 have bit 20 set: a scale bit, not the descending flag.
+        assert not flags["dec2"] & L.COLUMN_FLAG_DESCENDING and not flags["dec"] & L.COLUMN_FLAG_DESCENDING
         assert flags["vc"] == opt | L.COLUMN_FLAG_IS_ASCII and flags["vcu"] == opt
         assert flags["sym"] == opt | L.COLUMN_FLAG_LOCAL_KEY_IS_GLOBAL and flags["sym2"] == opt
         assert m.columns["fixed_byte_len"][m.column_names.index("l256")] == 32
