@@ -18,6 +18,7 @@ _HOMES = {
     "SnapshotNotFoundError": "errors",
     "StorageError": "errors",
     "UnsupportedFeatureError": "errors",
+    "VanishedError": "errors",
     "ByteRefs": "pm.description",
     "Column": "pm.description",
     "Description": "pm.description",

@@ -8,6 +8,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "ParquetFormatError",
     "StorageError",
+    "VanishedError",
     "PredicateError",
 ]
 
@@ -38,6 +39,11 @@ class ParquetFormatError(PmError):
 
 class StorageError(PmError, OSError):
     """Object-store or file bytes do not match what the `_pm` says (past the end, short read)."""
+
+
+class VanishedError(StorageError, FileNotFoundError):
+    """A file or object that a `_pm` snapshot describes is gone (QuestDB purges a partition
+    version it replaced; read_table re-reads `_txn` and reads again)."""
 
 
 class PredicateError(PmError):

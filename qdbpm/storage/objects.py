@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from contextlib import contextmanager
 
-from ..errors import StorageError
+from ..errors import StorageError, VanishedError
 from .s3 import S3Direct
 
 # Why a range that a `_pm` snapshot describes cannot be read, when the cause does not say.
@@ -42,7 +42,9 @@ def storage_errors(what, *, passing=(FileNotFoundError,), why=""):
     except (StorageError, *passing):
         raise
     except OSError as e:
-        raise StorageError(f"{what}: {e}" + (f"; {why}" if why else "")) from e
+        # gone, where it was expected: a VanishedError, which is still a FileNotFoundError
+        kind = VanishedError if isinstance(e, FileNotFoundError) else StorageError
+        raise kind(f"{what}: {e}" + (f"; {why}" if why else "")) from e
 
 
 def cat(fs, path, start=None, end=None, *, size=None, snapshot=False) -> bytes:

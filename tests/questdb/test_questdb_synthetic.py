@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import random
+import shutil
 import threading
 
 import numpy as np
@@ -203,3 +204,95 @@ def test_every_partition_by_reads_its_parquet_partitions(tmp_path, pb):
     assert got.equals(want.replace_schema_metadata(got.schema.metadata))
     with open_table(root) as t:
         assert len(t.partitions) == 3 and all(os.path.isdir(os.path.join(root, p)) for p in t.partitions)
+
+
+# --- a partition version purged while it is read -----------------------------------------------
+
+
+def replace_partition(root, k, version, kinds="ppp"):
+    """What QuestDB does when it rewrites partition k: a new directory (name txn `version`) with
+    the new rows, `_txn` committing it, the old directory purged. Returns the table's rows now."""
+    qt = qdbpm.open_table(root).questdb
+    entries, tables = [], []
+    for i, p in enumerate(qt.partitions):
+        d = os.path.join(root, p.name)
+        if i == k:
+            new = os.path.join(root, N.partition_name(p.timestamp, N.DAY, version))
+            os.makedirs(new)
+            t = pq.read_table(os.path.join(d, "data.parquet"))
+            t = t.set_column(1, "x", pa.array(np.asarray(t.column("x")) + 1_000_000 * version, pa.int64()))
+            pq.write_table(t, os.path.join(new, "data.parquet"), row_group_size=25)
+            generate(os.path.join(new, "data.parquet"))
+            shutil.rmtree(d)
+            d = new
+        entries.append(entry(p.timestamp, 100, int(os.path.basename(d).rpartition(".")[2]),
+                             os.path.getsize(os.path.join(d, "data.parquet")), PARQUET))
+        tables.append(pq.read_table(os.path.join(d, "data.parquet")))
+    write(os.path.join(root, "_txn"), txn_bytes(entries, version=8 + 2 * version, transient=100, fixed=200,
+                                               min_ts=TS0, max_ts=TS0 + 2 * US_DAY + 99 * 600_000_000))
+    return pa.concat_tables(tables)
+
+
+def test_read_table_reads_again_when_a_partition_is_purged_mid_read(tmp_path, monkeypatch):
+    """QuestDB replaces partition 1 after read_table opened the table and before it read the rows:
+    the old directory is gone, `_txn` names the new one. read_table reads `_txn` again and returns
+    the new rows, never a mix."""
+    import qdbpm.table.read as R
+
+    root = str(tmp_path)
+    old = build_table(root, "ppp")
+    real, opened, state = R.open_table, [], {}
+
+    def open_then_purge(*a, **kw):
+        t = real(*a, **kw)
+        opened.append(t.partitions)
+        if len(opened) == 1:
+            state["want"] = replace_partition(root, 1, 5)
+        return t
+
+    monkeypatch.setattr(R, "open_table", open_then_purge)
+    got = read_table(root)
+    assert len(opened) == 2 and opened[0] != opened[1]
+    assert got.equals(state["want"].replace_schema_metadata(got.schema.metadata))
+    assert not got.equals(old.replace_schema_metadata(got.schema.metadata))
+
+
+def test_purged_at_every_read_is_a_storage_error_after_the_retries(tmp_path, monkeypatch):
+    import qdbpm.table.read as R
+
+    root = str(tmp_path)
+    build_table(root, "ppp")
+    real, n = R.open_table, [0]
+
+    def open_then_purge(*a, **kw):
+        t = real(*a, **kw)
+        n[0] += 1
+        replace_partition(root, 2, 10 + n[0])
+        return t
+
+    monkeypatch.setattr(R, "open_table", open_then_purge)
+    with pytest.raises(qdbpm.StorageError, match=f"vanished during {R.RETRIES} reads"):
+        read_table(root)
+    assert n[0] == R.RETRIES
+
+
+def test_an_open_tables_scan_names_the_purged_file(tmp_path):
+    """An open Table is one `_txn` snapshot: a partition purged under it is a VanishedError (also a
+    FileNotFoundError) naming the file, in to_table, count and mid-stream, after the batches
+    already read (never rows of the new version)."""
+    root = str(tmp_path)
+    old = build_table(root, "ppp")
+    with open_table(root) as t:
+        gone = os.path.join(root, t.partitions[1], "data.parquet")
+        # a budget of one byte admits one row group at a time: partition 1 is not fetched yet
+        reader = t.scan(batch_rows=25, memory_budget=1).to_reader()
+        first = reader.read_next_batch()
+        assert first.to_pylist() == old.slice(0, 25).to_pylist()
+        replace_partition(root, 1, 3)
+        with pytest.raises(qdbpm.VanishedError, match=gone) as e:
+            for b in reader:
+                assert b.column("x").to_pylist()[0] < 1_000_000  # old rows only
+        assert isinstance(e.value, FileNotFoundError)
+        for fn in (lambda: t.scan().to_table(), lambda: t.scan("x > 1050").count()):
+            with pytest.raises(qdbpm.VanishedError, match=gone):
+                fn()
