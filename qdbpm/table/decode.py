@@ -35,10 +35,11 @@ def _encodings(bits: int) -> list:
     return [PQ.ENCODING_RLE] + [e for b, e in _BIT_TO_ENCODING.items() if bits & b]
 
 
-def decode_chunks(pm, row_groups, columns, blobs, schemas=None) -> pa.Table:
+def decode_chunks(pm, row_groups, columns, blobs, schemas=None, dictionary=()) -> pa.Table:
     """Decode fetched chunks (row_groups x columns, all present in `blobs`) into one Arrow table
     by wrapping them in a Parquet file whose footer carries `schemas` (a ColumnSchemas; default:
-    from `_pm` alone) and the chunk layout from `_pm`."""
+    from `_pm` alone) and the chunk layout from `_pm`. `dictionary`: names of BYTE_ARRAY columns
+    to return as dictionary arrays (pyarrow's read_dictionary)."""
     schemas = schemas or ColumnSchemas.from_pm(pm)
     parts, pos = [], len(PQ.MAGIC)  # chunks follow the leading magic
     rgs = []
@@ -59,17 +60,20 @@ def decode_chunks(pm, row_groups, columns, blobs, schemas=None) -> pa.Table:
     buf = pa.py_buffer(parquet_file(meta, parts))
     try:
         # ParquetFile.read: the plain file reader, ~3x cheaper per call than read_table's dataset path
-        return pq.ParquetFile(pa.BufferReader(buf)).read(use_pandas_metadata=False)
+        return pq.ParquetFile(pa.BufferReader(buf), read_dictionary=list(dictionary) or None) \
+            .read(use_pandas_metadata=False)
     except (pa.ArrowException, OSError) as e:
         raise StorageError(f"{pm.path}: chunks of row groups {list(row_groups)} do not decode with the layout "
                            f"the _pm describes: {e}") from None
 
 
-def decode_partition(pm, rgs, cols, blobs, all_null=(), schemas=None, views=None) -> pa.Table:
+def decode_partition(pm, rgs, cols, blobs, all_null=(), schemas=None, views=None, dictionary=()) -> pa.Table:
     """Row groups `rgs` (non-empty, ascending) of one partition, columns `cols` (indexes), from
     fetched `blobs`: an Arrow table in row-group order. `all_null`: the (row group, column)
     chunks that were not fetched because they hold only nulls. `schemas` gives the result types
-    (default: from `_pm` alone); `views` maps a column to a type its raw values are viewed as."""
+    (default: from `_pm` alone); `views` maps a column to a type its raw values are viewed as.
+    `dictionary`: columns (of `late_columns`) returned as dictionary<int32, their type>, for the
+    caller to cast back once rows are filtered."""
     schemas = schemas or ColumnSchemas.from_pm(pm)
     views = views or {}
     if not cols:  # no column asked for: only the row count
@@ -77,6 +81,8 @@ def decode_partition(pm, rgs, cols, blobs, all_null=(), schemas=None, views=None
     all_null = set(all_null)
     names = [pm.column_names[c] for c in cols]
     fields = dict(zip(cols, schemas.fields(pm, cols)))  # pyarrow's own, also for all-null chunks
+    for c in dictionary:
+        fields[c] = fields[c].with_type(pa.dictionary(pa.int32(), fields[c].type))
     # Row groups with the same set of all-null columns decode together in one synthetic file.
     groups = {}
     for r in rgs:
@@ -86,7 +92,7 @@ def decode_partition(pm, rgs, cols, blobs, all_null=(), schemas=None, views=None
     for nulls, members in groups.items():
         live = [c for c in cols if c not in nulls]
         if live:
-            t = decode_chunks(pm, members, live, blobs, schemas)
+            t = decode_chunks(pm, members, live, blobs, schemas, [pm.column_names[c] for c in dictionary if c in live])
         else:
             t = pa.table({"__rows": pa.nulls(int(sum(int(pm.num_rows[r]) for r in members)))})
         n = t.num_rows
@@ -141,6 +147,24 @@ def read_partition(pm, fs, parquet_path, rgs, cols, max_gap=DEFAULT_MAX_GAP, sch
     return decode_partition(pm, rgs, cols, fetch(fs, parquet_path, p.ranges), p.all_null, schemas, views)
 
 
+_LATE_TYPES = (pa.string(), pa.binary())  # read_dictionary gives these value types (large_* too)
+
+
+def late_columns(pm, rgs, cols, fields) -> list:
+    """Columns of `cols` worth decoding as dictionaries when only some rows will be kept: BYTE_ARRAY
+    chunks that are dictionary-encoded in every row group of `rgs`, whose Arrow type (`fields`,
+    pyarrow's) is string or binary. Materialising every value of such a column costs
+    ~25 ns a row; the indices cost ~1, and casting the kept rows back gives pyarrow's values."""
+    out = []
+    rgs = np.asarray(rgs, np.int64)
+    for c, f in zip(cols, fields):
+        if int(pm.columns[c]["physical_type"]) != L.PT_BYTE_ARRAY or f.type not in _LATE_TYPES:
+            continue
+        if (pm.chunks["encodings"][rgs, c] & L.ENC_RLE_DICTIONARY).all():
+            out.append(c)
+    return out
+
+
 def filterable(t) -> pa.Table:
     """`t` with string_view / binary_view columns as large_string / large_binary copies: pyarrow
     has no filter kernel for the view types (same values)."""
@@ -149,10 +173,12 @@ def filterable(t) -> pa.Table:
     return t if plain == list(t.schema) else t.cast(pa.schema(plain, t.schema.metadata))
 
 
-def filter_rows(t, pred) -> pa.Table:
-    """filter_table through `filterable` (view columns cast back after)."""
+def filter_rows(t, pred, expr=None) -> pa.Table:
+    """filter_table through `filterable` (view columns cast back after); `expr(schema)`, when
+    given, supplies the Arrow expression of `pred` (a cache)."""
     f = filterable(t)
-    return filter_table(t, pred) if f is t else filter_table(f, pred).cast(t.schema)
+    out = filter_table(f, pred) if expr is None else f.filter(expr(f.schema))
+    return out if f is t else out.cast(t.schema)
 
 
 def footer_schemas(pm, fs, path) -> ColumnSchemas:
