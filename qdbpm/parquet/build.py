@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import constants as C
-from .compact import Struct, T, TList, encode_struct
+from .compact import Encoded, Struct, T, TList, encode_struct, encode_value
 
 __all__ = [
     "SchemaElement",
@@ -184,6 +185,118 @@ def row_group_struct(spec: RowGroupSpec) -> Struct:
     return rg
 
 
+def _varint(out: bytearray, n: int):
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+class _General(Exception):
+    """A value the byte-level encoder leaves to the general path (which range-checks it)."""
+
+
+def _zigzag(out: bytearray, v: int, bits: int = 64):
+    if not -(1 << (bits - 1)) <= v < (1 << (bits - 1)):
+        raise _General
+    _varint(out, ((v << 1) ^ (v >> 63)) & ((1 << 64) - 1))
+
+
+def _list_header(out: bytearray, size: int, etype: int):
+    if size < 15:
+        out.append((size << 4) | etype)
+    else:
+        out.append(0xF0 | etype)
+        _varint(out, size)
+
+
+_I32, _I64, _LIST, _STRUCT = T.I32, T.I64, T.LIST, T.STRUCT
+# Field headers in short form: delta << 4 | type (fields written in ascending id order).
+_CC_HEAD = bytes([(C.CC_FILE_OFFSET << 4) | _I64, 0, ((C.CC_META_DATA - C.CC_FILE_OFFSET) << 4) | _STRUCT])
+
+
+@functools.lru_cache(maxsize=4096)
+def _meta_prefix(ptype: int, encodings: tuple, path: tuple) -> bytes:
+    """ColumnMetaData fields 1-3 (type, encodings, path): the same for a column in every footer."""
+    out = bytearray([(C.CMD_TYPE << 4) | _I32])
+    _zigzag(out, ptype, 32)
+    out.append(((C.CMD_ENCODINGS - C.CMD_TYPE) << 4) | _LIST)
+    encodings = sorted(set(encodings))
+    _list_header(out, len(encodings), _I32)
+    for e in encodings:
+        _zigzag(out, e, 32)
+    out.append(((C.CMD_PATH - C.CMD_ENCODINGS) << 4) | _LIST)
+    _list_header(out, len(path), T.BINARY)
+    for p in path:
+        p = p.encode() if isinstance(p, str) else bytes(p)
+        _varint(out, len(p))
+        out += p
+    return bytes(out)
+
+
+def encode_row_groups(row_groups: Sequence[RowGroupSpec]) -> Encoded | None:
+    """The FileMetaData.row_groups list value, written byte by byte: the same bytes as encoding
+    `row_group_struct` of each (tests/parquet/test_build_fast.py holds it to that), ~10x cheaper
+    (a decoded scan unit synthesises one footer). None when a spec needs the general path
+    (statistics, an index page, sorting columns, an ordinal, a row group given as a Struct, a
+    value outside its Thrift type's range)."""
+    try:
+        return _encode_row_groups(row_groups)
+    except _General:
+        return None
+
+
+def _encode_row_groups(row_groups: Sequence[RowGroupSpec]) -> Encoded | None:
+    out = bytearray()
+    _list_header(out, len(row_groups), _STRUCT)
+    for rg in row_groups:
+        if not isinstance(rg, RowGroupSpec) or rg.sorting_columns or rg.ordinal is not None:
+            return None
+        cols = rg.columns
+        out.append((C.RG_COLUMNS << 4) | _LIST)
+        _list_header(out, len(cols), _STRUCT)
+        total_u = total_c = 0
+        for c in cols:
+            if not isinstance(c, ColumnChunkSpec) or c.statistics is not None or c.index_page_offset is not None:
+                return None
+            out += _CC_HEAD
+            out += _meta_prefix(c.type, tuple(c.encodings), tuple(c.path))
+            out.append(((C.CMD_CODEC - C.CMD_PATH) << 4) | _I32)
+            _zigzag(out, c.codec, 32)
+            out.append(((C.CMD_NUM_VALUES - C.CMD_CODEC) << 4) | _I64)
+            _zigzag(out, c.num_values)
+            out.append(((C.CMD_TOTAL_UNCOMPRESSED - C.CMD_NUM_VALUES) << 4) | _I64)
+            _zigzag(out, c.total_uncompressed_size)
+            out.append(((C.CMD_TOTAL_COMPRESSED - C.CMD_TOTAL_UNCOMPRESSED) << 4) | _I64)
+            _zigzag(out, c.total_compressed_size)
+            out.append(((C.CMD_DATA_PAGE_OFFSET - C.CMD_TOTAL_COMPRESSED) << 4) | _I64)
+            _zigzag(out, c.data_page_offset)
+            if c.dictionary_page_offset is not None:
+                out.append(((C.CMD_DICTIONARY_PAGE_OFFSET - C.CMD_DATA_PAGE_OFFSET) << 4) | _I64)
+                _zigzag(out, c.dictionary_page_offset)
+            out += b"\0\0"  # STOP of ColumnMetaData, then of ColumnChunk
+            total_u += c.total_uncompressed_size
+            total_c += c.total_compressed_size
+        out.append(((C.RG_TOTAL_BYTE_SIZE - C.RG_COLUMNS) << 4) | _I64)
+        _zigzag(out, total_u if rg.total_byte_size is None else rg.total_byte_size)
+        out.append(((C.RG_NUM_ROWS - C.RG_TOTAL_BYTE_SIZE) << 4) | _I64)
+        _zigzag(out, rg.num_rows)
+        last = C.RG_NUM_ROWS
+        file_offset = rg.file_offset if rg.file_offset is not None else (_chunk_start(cols[0]) if cols else None)
+        if file_offset is not None:
+            out.append(((C.RG_FILE_OFFSET - last) << 4) | _I64)
+            _zigzag(out, file_offset)
+            out.append(((C.RG_TOTAL_COMPRESSED_SIZE - C.RG_FILE_OFFSET) << 4) | _I64)
+            _zigzag(out, total_c)
+        out.append(0)
+    return Encoded(out)
+
+
+def encoded_list(ttype: int, values: list) -> Encoded:
+    """A list value encoded once (a footer's schema or key-values that many footers share)."""
+    return Encoded(encode_value(T.LIST, TList(ttype, values)))
+
+
 def build_file_metadata(
     schema: Sequence[SchemaElement | Struct],
     row_groups: Sequence[RowGroupSpec | Struct],
@@ -197,20 +310,29 @@ def build_file_metadata(
     """A FileMetaData (Thrift bytes, without the length / PAR1 tail; see `frame_footer`).
 
     `schema` is the flat depth-first element list (SchemaElement, or Structs copied verbatim, e.g.
-    decoded from another footer); `row_groups` RowGroupSpecs or RowGroup Structs. `num_rows`
+    decoded from another footer), or that list already encoded (`encoded_list`); `row_groups`
+    RowGroupSpecs or RowGroup Structs; `key_value_metadata` pairs or an encoded list. `num_rows`
     defaults to the sum over row groups. `column_orders` are ColumnOrder union ids (1 TYPE_ORDER,
     2 IEEE_754_TOTAL_ORDER, 3 INT96_TIMESTAMP_ORDER), one per leaf.
     """
-    rgs = [rg if isinstance(rg, Struct) else row_group_struct(rg) for rg in row_groups]
-    if num_rows is None:
-        num_rows = sum(rg.typed(C.RG_NUM_ROWS, T.I64, 0) for rg in rgs)
+    rgs = encode_row_groups(row_groups)
+    if rgs is None:
+        structs = [rg if isinstance(rg, Struct) else row_group_struct(rg) for rg in row_groups]
+        if num_rows is None:
+            num_rows = sum(rg.typed(C.RG_NUM_ROWS, T.I64, 0) for rg in structs)
+        rgs = TList(T.STRUCT, structs)
+    elif num_rows is None:
+        num_rows = sum(rg.num_rows for rg in row_groups)
     meta = Struct()
     meta.set(C.FMD_VERSION, T.I32, version)
-    elements = [el if isinstance(el, Struct) else schema_element_struct(el) for el in schema]
-    meta.set(C.FMD_SCHEMA, T.LIST, TList(T.STRUCT, elements))
+    if not isinstance(schema, Encoded):
+        schema = TList(T.STRUCT, [el if isinstance(el, Struct) else schema_element_struct(el) for el in schema])
+    meta.set(C.FMD_SCHEMA, T.LIST, schema)
     meta.set(C.FMD_NUM_ROWS, T.I64, num_rows)
-    meta.set(C.FMD_ROW_GROUPS, T.LIST, TList(T.STRUCT, rgs))
-    if key_value_metadata:
+    meta.set(C.FMD_ROW_GROUPS, T.LIST, rgs)
+    if isinstance(key_value_metadata, Encoded):
+        meta.set(C.FMD_KV, T.LIST, key_value_metadata)
+    elif key_value_metadata:
         kvs = []
         for k, v in key_value_metadata:
             kv = Struct().set(C.KV_KEY, T.BINARY, k.encode())

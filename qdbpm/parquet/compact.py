@@ -364,6 +364,13 @@ def top_fields(buf, pos: int = 0) -> list:
 # --- encoding --------------------------------------------------------------------------------
 
 
+class Encoded(bytes):
+    """A value already in compact bytes, exactly as `Encoder.value` would write it: a Struct field
+    holding one is written verbatim (what does not change between footers, encoded once)."""
+
+    __slots__ = ()
+
+
 class Encoder:
     """Compact-protocol writer into `out` (a bytearray)."""
 
@@ -393,7 +400,9 @@ class Encoder:
             self.varint(size)
 
     def value(self, ttype: int, v, in_coll: bool):
-        if ttype in (T.BOOL, T.BOOL_FALSE):
+        if isinstance(v, Encoded):
+            self.out += v
+        elif ttype in (T.BOOL, T.BOOL_FALSE):
             if in_coll:
                 self.out.append(T.BOOL if v else T.BOOL_FALSE)
         elif ttype == T.BYTE:

@@ -23,9 +23,9 @@ import pyarrow as pa
 
 from ..pm import layout as L
 from ..pm import qdb_types as Q
-from ..parquet.build import SchemaElement, arrow_schema, build_file_metadata, schema_element_struct
+from ..parquet.build import SchemaElement, arrow_schema, build_file_metadata, encoded_list, schema_element_struct
 from ..parquet.compact import Struct, T
-from ..parquet.constants import CT_DECIMAL, CT_UTF8, SE_NUM_CHILDREN
+from ..parquet.constants import CT_DECIMAL, CT_UTF8, KV_KEY, KV_VALUE, SE_NUM_CHILDREN
 from ..errors import ParquetFormatError, PmError, StorageError
 
 ARROW_SCHEMA_KEY = "ARROW:schema"
@@ -151,10 +151,18 @@ class ColumnSchemas:
         return kv
 
     def file_metadata(self, pm, columns, row_groups) -> bytes:
-        """FileMetaData of a file holding `columns` (_pm indices) with these RowGroupSpecs."""
-        schema = [_root(len(columns), self.root)] + [self._element(pm, c) for c in columns]
-        return build_file_metadata(schema, row_groups, created_by=self.created_by,
-                                   key_value_metadata=self.key_value_metadata(columns))
+        """FileMetaData of a file holding `columns` (_pm indices) with these RowGroupSpecs. The
+        schema and key-values of a column selection are encoded once: every unit a scan decodes
+        synthesises a footer, and they are the same in all of them."""
+        key = ("encoded", tuple(columns))
+        fixed = self._cache.get(key)
+        if fixed is None:
+            schema = [_root(len(columns), self.root)] + [self._element(pm, c) for c in columns]
+            kv = [Struct().set(KV_KEY, T.BINARY, k.encode()).set(KV_VALUE, T.BINARY, v.encode())
+                  for k, v in self.key_value_metadata(columns)]
+            fixed = self._cache[key] = (encoded_list(T.STRUCT, schema), encoded_list(T.STRUCT, kv) if kv else None)
+        schema, kv = fixed
+        return build_file_metadata(schema, row_groups, created_by=self.created_by, key_value_metadata=kv)
 
     def fields(self, pm, columns) -> list:
         """pyarrow's Arrow fields for `columns`: the schema of a file with this footer."""
