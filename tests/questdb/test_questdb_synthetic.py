@@ -55,8 +55,14 @@ def test_a_record_being_rewritten_is_read_again_then_refused(tmp_path):
         read_txn(path, deadline=0.05)
     with pytest.raises(qdbpm.CorruptFileError, match="not a committed record"):
         parse_txn(path.read_bytes())
-    # the writer finishes while the reader retries: the reader sees the finished record
-    fixer = threading.Timer(0.05, lambda: write(path, txn_bytes([entry(TS0, 11)], version=4)))
+    # the writer finishes while the reader retries: the reader sees the finished record (the
+    # file replaced whole: a truncate-then-write here would show the reader an empty _txn, which
+    # QuestDB, writing in place, never does)
+    def finish():
+        write(str(path) + ".new", txn_bytes([entry(TS0, 11)], version=4))
+        os.replace(str(path) + ".new", path)
+
+    fixer = threading.Timer(0.05, finish)
     fixer.start()
     try:
         assert read_txn(path, deadline=30).partitions[0].row_count == 11
