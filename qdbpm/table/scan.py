@@ -347,51 +347,24 @@ class Scan:
 
     def _decode(self, unit, blobs) -> pa.Table:
         """The unit's rows that match, with the key columns of `columns` (the exact filter reads
-        those of its residual as constant columns too).
-
-        A unit that is filtered decodes in two phases: first the predicate's columns, whose
-        filter says which rows survive; then the other columns, only when some do, as
-        dictionaries where that is cheaper (`late_columns`), and only the surviving rows kept."""
+        those of its residual as constant columns too)."""
         p = self._by_name[unit.partition]
         schemas = self.table.column_schemas(p.name, footer=self.footer)
-        keys = [k for k in self.keys if k in self.columns]
-        pm, rgs, nulls = unit.pm, unit.row_groups, unit.plan.all_null
-        if unit.full or p.residual is None:
-            return self._with_keys(decode_partition(pm, rgs, unit.columns, blobs, nulls, schemas, p.views), p, keys)
-        first = [c for c in unit.columns if c in p.pred_cols]
-        rest = [c for c in unit.columns if c not in p.pred_cols]
-        if p.views or not first or not rest:  # one phase
-            t = self._match(decode_partition(pm, rgs, unit.columns, blobs, nulls, schemas, p.views), p)
-            return self._with_keys(t, p, keys)
-        t = decode_partition(pm, rgs, first, blobs, nulls, schemas)
-        row = "__qdbpm_row"
-        while row in t.column_names:
-            row += "_"
-        t = self._match(t.append_column(row, pa.array(np.arange(t.num_rows, dtype=np.int64))), p)
-        kept = t.column(row)
-        t = t.drop_columns([row])
-        fields = schemas.fields(pm, rest)
-        if not t.num_rows:
-            other = pa.schema(fields).empty_table()
-        else:
-            late = late_columns(pm, rgs, rest, fields)
-            other = decode_partition(pm, rgs, rest, blobs, nulls, schemas, None, late)
-            plain = filterable(other)  # no take kernel for the view types either
-            other = plain.take(kept) if plain is other else plain.take(kept).cast(other.schema)
-            for c, f in zip(rest, fields):
-                if c in late:
-                    i = other.schema.get_field_index(f.name)
-                    other = other.set_column(i, f, other.column(i).cast(f.type))
-        by_name = {f.name: (f, t.column(f.name)) for f in t.schema}
-        by_name.update({f.name: (f, other.column(f.name)) for f in other.schema})
-        names = [pm.column_names[c] for c in unit.columns]
-        names += [n for n in t.column_names if n not in names]  # key columns the filter read
-        out = pa.Table.from_arrays([by_name[n][1] for n in names], schema=pa.schema([by_name[n][0] for n in names]))
-        return self._with_keys(out, p, keys)
-
-    def _match(self, t, p) -> pa.Table:
-        """The rows of `t` (of partition p) its residual keeps, p's key columns it reads added."""
-        return filter_rows(self._with_keys(t, p, p.needs), p.residual, lambda s: self._filter(p.residual, s))
+        filtered = not unit.full and p.residual is not None
+        late = []
+        if filtered and not p.views:  # columns only returned, not filtered on: decoded late
+            cols = [c for c in unit.columns if c not in p.pred_cols]
+            late = late_columns(unit.pm, unit.row_groups, cols, schemas.fields(unit.pm, cols))
+        t = decode_partition(unit.pm, unit.row_groups, unit.columns, blobs, unit.plan.all_null, schemas, p.views,
+                             late)
+        if filtered:
+            t = filter_rows(self._with_keys(t, p, p.needs), p.residual, lambda s: self._filter(p.residual, s))
+        if late:
+            fields = dict(zip(late, schemas.fields(unit.pm, late)))
+            for c, f in fields.items():
+                i = t.schema.get_field_index(f.name)
+                t = t.set_column(i, f, t.column(i).cast(f.type))
+        return self._with_keys(t, p, [k for k in self.keys if k in self.columns])
 
     def _batches(self):
         target = self.schema
