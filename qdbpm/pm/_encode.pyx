@@ -83,3 +83,64 @@ def copy_ranges(uint8_t[::1] out, const int64_t[::1] dst, const uint8_t[::1] src
         for k in range(n):
             if lengths[k] > 0:
                 memcpy(&out[dst[k]], &src[src_start[k]], lengths[k])
+
+
+def stat_slots(const int64_t[:, :, :] start, const int64_t[:, :, :] length, const uint8_t[::1] data,
+               const uint8_t[:, :] src_flags, const int64_t[::1] rows, const uint8_t[::1] keep,
+               const uint8_t[::1] put, int64_t inline_max, int64_t ool_max,
+               uint8_t[:, ::1] flags, uint8_t[:, ::1] sizes, uint64_t[:, :, ::1] slots, int64_t[:, :, ::1] ool):
+    """pm/stat_slots.py StatSlots.block over row groups `rows`, in one pass (that numpy version
+    stays the reference, tests/pm/test_encode_kernel.py): per chunk and stat (min, max) of
+    length n, absent unless 1 <= n <= ool_max, inline when n <= inline_max (its bytes in the low
+    bytes of the slot), else out of line (its length in `ool`). STAT_FLAGS keep `keep[code]` of
+    the footer's flags and set `put[code]`, code = 3 * kind(min) + kind(max). Returns whether any
+    stat is out of line."""
+    cdef Py_ssize_t n = rows.shape[0], C = src_flags.shape[1], R = src_flags.shape[0]
+    cdef Py_ssize_t size = data.shape[0], i, c, k, j
+    cdef int64_t r, m, s
+    cdef int kind[2]
+    cdef uint64_t v
+    cdef bint any_ool = False
+    if (start.shape[0] != R or start.shape[1] != C or start.shape[2] != 2 or length.shape[0] != R
+            or length.shape[1] != C or length.shape[2] != 2):
+        raise PmError(f"stat_slots: stat references are not ({R}, {C}, 2)")
+    if (flags.shape[0] != n or flags.shape[1] != C or sizes.shape[0] != n or sizes.shape[1] != C
+            or slots.shape[0] != n or slots.shape[1] != C or slots.shape[2] != 2
+            or ool.shape[0] != n or ool.shape[1] != C or ool.shape[2] != 2):
+        raise PmError(f"stat_slots: outputs are not ({n}, {C}[, 2])")
+    if keep.shape[0] != 9 or put.shape[0] != 9 or not 0 < inline_max <= 8 or ool_max < inline_max:
+        raise PmError("stat_slots: bad flag tables or limits")
+    for i in range(n):
+        if rows[i] < 0 or rows[i] >= R:
+            raise PmError(f"stat_slots: row group {rows[i]} of {R}")
+        for c in range(C):
+            for k in range(2):
+                m = length[rows[i], c, k]
+                s = start[rows[i], c, k]
+                if 1 <= m <= ool_max and (s < 0 or s > size - m):
+                    raise PmError("stat bytes reference outside their buffer")
+    with nogil:
+        for i in range(n):
+            r = rows[i]
+            for c in range(C):
+                for k in range(2):
+                    m = length[r, c, k]
+                    kind[k] = 0
+                    slots[i, c, k] = 0
+                    ool[i, c, k] = 0
+                    if 1 <= m <= inline_max:
+                        kind[k] = 2
+                        s = start[r, c, k]
+                        v = 0
+                        for j in range(m):
+                            v |= (<uint64_t>data[s + j]) << (8 * j)
+                        slots[i, c, k] = v
+                    elif 1 <= m <= ool_max:
+                        kind[k] = 1
+                        ool[i, c, k] = m
+                        any_ool = True
+                j = 3 * kind[0] + kind[1]
+                flags[i, c] = (src_flags[r, c] & keep[j]) | put[j]
+                sizes[i, c] = <uint8_t>((length[r, c, 0] if kind[0] == 2 else 0)
+                                        | ((length[r, c, 1] if kind[1] == 2 else 0) << 4))
+    return any_ool

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _encode
 from . import layout as L
 from .description import Description
 from ..errors import PmError
@@ -138,18 +139,21 @@ class StatSlots:
         return flags, sizes, slots, (n * ool if ool.any() else None)
 
     def all(self, rows=None):
-        """block() over every row group (or `rows`), as whole arrays: fields dict, OOL lengths."""
+        """block() over every row group (or `rows`), as whole arrays: fields dict, OOL lengths.
+        One kernel pass (`_encode.stat_slots`; `block` is its reference)."""
         R, C = self.d.chunks.shape
-        nrows = R if rows is None else len(rows)
+        idx = np.arange(R, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)
+        nrows = len(idx)
+        st = self.d.stats
+        if st is None:
+            flags, sizes, slots, _ = self.block(idx)
+            return {"stat_flags": flags, "stat_sizes": sizes, "min_stat": slots[..., 0],
+                    "max_stat": slots[..., 1]}, np.zeros((nrows, C, 2), np.int64)
         f = {"stat_flags": np.empty((nrows, C), np.uint8), "stat_sizes": np.empty((nrows, C), np.uint8)}
         slots = np.empty((nrows, C, 2), L.U64)
-        ool_len = np.zeros((nrows, C, 2), np.int64)
-        for i0 in range(0, nrows, self.step):
-            i1 = min(nrows, i0 + self.step)
-            sel = slice(i0, i1) if rows is None else rows[i0:i1]
-            f["stat_flags"][i0:i1], f["stat_sizes"][i0:i1], slots[i0:i1], ool = self.block(sel)
-            if ool is not None:
-                ool_len[i0:i1] = ool
+        ool_len = np.empty((nrows, C, 2), np.int64)
+        _encode.stat_slots(np.asarray(st.start, np.int64), np.asarray(st.length, np.int64), self.data,
+                           self.d.chunks["stat_flags"], idx, _KIND_KEEP, _KIND_SET, L.INLINE_STAT_MAX,
+                           L.OOL_MAX_LENGTH, f["stat_flags"], f["stat_sizes"], slots, ool_len)
         f["min_stat"], f["max_stat"] = slots[..., 0], slots[..., 1]
         return f, ool_len
-

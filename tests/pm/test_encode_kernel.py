@@ -94,3 +94,48 @@ def test_copy_ranges_equals_slices_and_checks_bounds(seed):
                 _encode.copy_ranges(out, d, src, s, lens)
             assert not out.any()
             field[k] = old
+
+
+def _stats_description(rng):
+    """A Description-like object with random stat references into one buffer: absent (-1, 0),
+    inline (1..8), out of line (9..300), some past OOL_MAX_LENGTH (dropped)."""
+    from types import SimpleNamespace
+
+    R, C = int(rng.integers(1, 40)), int(rng.integers(1, 6))
+    data = rng.integers(0, 256, 5000, dtype=np.uint8)
+    length = rng.choice(np.array([-1, 0, 1, 2, 7, 8, 9, 16, 300, L.OOL_MAX_LENGTH + 1], np.int64), (R, C, 2))
+    start = np.array([rng.integers(0, 5000 - min(max(int(n), 0), 5000) + 1) for n in length.reshape(-1)], np.int64)
+    chunks = np.zeros((R, C), L.CHUNK_DTYPE)
+    chunks["stat_flags"] = rng.integers(0, 256, (R, C), dtype=np.uint8)
+    from qdbpm.pm.description import ByteRefs
+
+    stats = ByteRefs(data=data, start=start.reshape(R, C, 2), length=length)
+    return SimpleNamespace(chunks=chunks, stats=stats, columns=[None] * C)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_stat_slots_kernel_equals_the_numpy_block(seed):
+    from qdbpm.pm.stat_slots import StatSlots
+
+    rng = np.random.default_rng(seed)
+    d = _stats_description(rng)
+    s = StatSlots(d)
+    R = d.chunks.shape[0]
+    rows = None if seed % 2 else np.sort(rng.choice(R, int(rng.integers(0, R + 1)), replace=False))
+    f, ool = s.all(rows)
+    sel = np.arange(R) if rows is None else rows
+    flags, sizes, slots, want_ool = s.block(sel)
+    assert np.array_equal(f["stat_flags"], flags) and np.array_equal(f["stat_sizes"], sizes)
+    assert np.array_equal(f["min_stat"], slots[..., 0]) and np.array_equal(f["max_stat"], slots[..., 1])
+    assert np.array_equal(ool, np.zeros_like(ool) if want_ool is None else want_ool)
+
+
+def test_stat_slots_kernel_refuses_a_reference_past_its_buffer():
+    from qdbpm.pm.stat_slots import StatSlots
+
+    d = _stats_description(np.random.default_rng(3))
+    d.stats.length[0, 0, 0], d.stats.start[0, 0, 0] = 9, 4995
+    with pytest.raises(PmError, match="outside their buffer"):
+        StatSlots(d).all()
+    with pytest.raises(PmError, match="outside their buffer"):
+        StatSlots(d).block(slice(0, 1))  # the reference says the same
