@@ -624,6 +624,14 @@ cdef class _Parser:
                 if b == 0:
                     return pos + 1
                 t = b & 0x0F
+                if (b >> 4) and (t == CT_LIST or t == CT_SET) and depth + 1 < MAX_DEPTH:
+                    # A short list of varints (SizeStatistics' level histograms): skipped here
+                    # when all its bytes surely fit; anything else takes the checked path.
+                    k = self.skip_varint_list(pos + 1)
+                    if k < 0:
+                        break
+                    pos = k
+                    continue
                 if (b >> 4) == 0 or t == 0 or t > CT_BINARY:
                     break
                 if t == CT_TRUE or t == CT_FALSE:
@@ -653,6 +661,24 @@ cdef class _Parser:
             if pos < 0:
                 return -1
 
+    cdef inline Py_ssize_t skip_varint_list(self, Py_ssize_t pos) noexcept nogil:
+        """The end of the list whose header byte is at `pos` when it holds fewer than 15 i16 / i32 /
+        i64 varints, well formed, with 10 bytes per element left in the buffer; else -1 (not an
+        error: the caller's checked path decides)."""
+        cdef const uint8_t* p = self.p
+        cdef int et = p[pos] & 0x0F
+        cdef Py_ssize_t n = p[pos] >> 4, e, k = pos + 1, k0
+        if n == 15 or et < CT_I16 or et > CT_I64 or k + 10 * n > self.end:
+            return -1
+        for e in range(n):
+            k0 = k
+            while p[k] & 0x80 and k - k0 < 9:
+                k += 1
+            if p[k] & 0x80 or (k - k0 == 9 and p[k] > 1):
+                return -1
+            k += 1
+        return k
+
     cdef Py_ssize_t skip(self, Py_ssize_t pos, int ttype, int depth, bint in_coll) noexcept nogil:
         """Skip one value of any type. A bool takes no bytes as a struct field (its value is the
         type nibble) and one byte inside a collection. `depth` counts enclosing containers."""
@@ -675,6 +701,14 @@ cdef class _Parser:
                 if size > self.end - pos:
                     return self.err(E_TRUNCATED, pos, NULL, NULL, size, self.end - pos)
                 return pos + size
+            if etype == CT_STRUCT and size:  # PageEncodingStats and the like: straight to the struct skip
+                if depth + 1 >= MAX_DEPTH:
+                    return self.err(E_DEPTH, pos, NULL, NULL, 0, 0)
+                for i in range(size):
+                    pos = self.skip_struct(pos, depth + 1)
+                    if pos < 0:
+                        return -1
+                return pos
             for i in range(size):
                 if etype <= CT_BINARY:
                     pos = self.skip_scalar(pos, etype, True)
