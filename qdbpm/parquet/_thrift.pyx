@@ -1619,3 +1619,60 @@ def binary_fields(const uint8_t[::1] buf, const int64_t[::1] positions, int64_t 
             else:
                 pos = p.check(p.skip(pos, ft, 1, False))
     return a_start, a_len
+
+
+# PageHeader fields page_header returns, in order (-1 where absent; is_compressed defaults to 1).
+PAGE_HEADER_FIELDS = ("end", "type", "uncompressed_page_size", "compressed_page_size", "num_values",
+                      "encoding", "definition_level_encoding", "num_nulls", "num_rows",
+                      "definition_levels_byte_length", "repetition_levels_byte_length", "is_compressed")
+
+
+def page_header(const uint8_t[::1] buf, Py_ssize_t pos=0):
+    """The PageHeader at `pos`, read with the footer parser's bounded primitives: a tuple in the
+    order of PAGE_HEADER_FIELDS. num_values / encoding come from whichever of data_page_header (5),
+    dictionary_page_header (7) or data_page_header_v2 (8) is present; the v2-only fields and the
+    v1 definition level encoding stay -1 elsewhere. Unknown and mistyped fields are skipped (Thrift's
+    rule); statistics are skipped too. ParquetFormatError on malformed bytes."""
+    cdef _Parser p = _new_parser(buf, 0)
+    cdef int ft = 0, ft2 = 0
+    cdef int64_t fid = 0, fid2 = 0, v = 0
+    cdef int64_t h[12]
+    cdef bint flag = True
+    cdef Py_ssize_t i
+    if pos < 0 or pos > p.end:
+        raise ValueError("pos outside the buffer")
+    for i in range(12):
+        h[i] = -1
+    h[11] = 1
+    while True:
+        pos = p.check(p.field(pos, &ft, &fid))
+        if ft == CT_STOP:
+            break
+        if 1 <= fid <= 3 and ft == CT_I32:
+            pos = p.check(p.read_int(pos, ft, 32, &v, b"PageHeader field"))
+            h[fid] = v
+        elif (fid == 5 or fid == 7 or fid == 8) and ft == CT_STRUCT:
+            fid2 = 0
+            while True:
+                pos = p.check(p.field(pos, &ft2, &fid2))
+                if ft2 == CT_STOP:
+                    break
+                if fid == 8 and fid2 == 7 and (ft2 == CT_TRUE or ft2 == CT_FALSE):
+                    p.read_bool(pos, ft2, &flag, b"is_compressed")
+                    h[11] = 1 if flag else 0
+                elif ft2 == CT_I32 and 1 <= fid2 <= 6 and not (fid == 7 and fid2 > 2):
+                    pos = p.check(p.read_int(pos, ft2, 32, &v, b"page header field"))
+                    if fid2 == 1:
+                        h[4] = v          # num_values
+                    elif fid == 8:        # v2: num_nulls, num_rows, encoding, def / rep lengths
+                        h[(0, 0, 7, 8, 5, 9, 10)[fid2]] = v
+                    elif fid2 == 2:
+                        h[5] = v          # encoding
+                    elif fid == 5 and fid2 == 3:
+                        h[6] = v          # definition_level_encoding
+                else:
+                    pos = p.check(p.skip(pos, ft2, 2, False))
+        else:
+            pos = p.check(p.skip(pos, ft, 1, False))
+    h[0] = pos
+    return tuple([h[i] for i in range(12)])

@@ -131,7 +131,8 @@ class ColumnSchemas:
                 index[c] = at[leaf.schema_index]
         return cls(els, root=structs[0], created_by=footer.created_by, origin=origin, origin_index=index)
 
-    def _element(self, pm, c):
+    def element(self, pm, c):
+        """Column c's SchemaElement Struct; PmError for a nested column or one inside a group."""
         el = self.elements[c]
         if el is None:
             _check_flat(pm, c)
@@ -157,7 +158,7 @@ class ColumnSchemas:
         key = ("encoded", tuple(columns))
         fixed = self._cache.get(key)
         if fixed is None:
-            schema = [_root(len(columns), self.root)] + [self._element(pm, c) for c in columns]
+            schema = [_root(len(columns), self.root)] + [self.element(pm, c) for c in columns]
             kv = [Struct().set(KV_KEY, T.BINARY, k.encode()).set(KV_VALUE, T.BINARY, v.encode())
                   for k, v in self.key_value_metadata(columns)]
             fixed = self._cache[key] = (encoded_list(T.STRUCT, schema), encoded_list(T.STRUCT, kv) if kv else None)

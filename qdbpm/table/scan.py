@@ -19,9 +19,10 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from ..errors import PmError
-from ..prune.arrow import to_arrow
+from ..errors import ParquetFormatError, PmError
+from ..prune.arrow import matching_rows, to_arrow, unscaled_ok
 from ..prune.filters import as_predicate
+from . import direct
 from .decode import (
     decode_chunks, decode_partition, decoded_bytes, filter_rows, filterable, late_columns, strict_views,
 )
@@ -32,6 +33,10 @@ DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes fetched or decoded and not ye
 MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's fetched + decoded bytes (also at most budget / 4)
 INLINE_RANGES = 16  # count(): at most this many ranges of a local table are read inline ...
 INLINE_BYTES = 4 * 1024 * 1024  # ... totalling at most this many bytes
+
+# Units whose columns `direct` takes are decoded by it (late materialisation when filtered);
+# False: every unit through pyarrow's reader (the reference the direct path is tested against).
+DIRECT = True
 
 
 class _Part:
@@ -351,6 +356,10 @@ class Scan:
         p = self._by_name[unit.partition]
         schemas = self.table.column_schemas(p.name, footer=self.footer)
         filtered = not unit.full and p.residual is not None
+        if DIRECT and not p.views and unit.columns:
+            t = self._decode_direct(unit, blobs, p, schemas, filtered)
+            if t is not None:
+                return self._with_keys(t, p, [k for k in self.keys if k in self.columns])
         late = []
         if not p.views:  # columns only returned, not filtered on: decoded as dictionaries, cast after
             cols = [c for c in unit.columns if not filtered or c not in p.pred_cols]
@@ -365,6 +374,28 @@ class Scan:
                 i = t.schema.get_field_index(f.name)
                 t = t.set_column(i, f, t.column(i).cast(f.type))
         return self._with_keys(t, p, [k for k in self.keys if k in self.columns])
+
+    def _decode_direct(self, unit, blobs, p, schemas, filtered):
+        """`_decode` without pyarrow's reader (`direct`), or None where that path does not take the
+        unit: then pyarrow's reader decides, its errors included."""
+        fields = schemas.fields(unit.pm, unit.columns)
+        ks = direct.kinds(unit.pm, unit.row_groups, unit.columns, schemas, fields)
+        if ks is None:
+            return None
+        try:
+            if not filtered:
+                arrays = direct.decode(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks, unit.plan.all_null)
+                return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+            def matching(t):
+                t = self._with_keys(t, p, p.needs)
+                return matching_rows(t, self._filter(p.residual, t.schema))
+
+            return direct.decode_filtered(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
+                                          unit.plan.all_null, set(p.pred_cols), matching,
+                                          unscaled_ok(p.residual, pa.schema(fields)))
+        except (direct.Unsupported, ParquetFormatError):
+            return None
 
     def _batches(self):
         target = self.schema

@@ -34,6 +34,16 @@ def table(seed):
     })
 
 
+@pytest.fixture(autouse=True, params=["direct", "pyarrow"])
+def decoder(request, monkeypatch):
+    """Every test twice: units decoded by qdbpm's direct path, and by pyarrow's reader (where the
+    late dictionary columns live; the direct path takes these units whole)."""
+    from qdbpm.table import scan
+
+    monkeypatch.setattr(scan, "DIRECT", request.param == "direct")
+    return request.param
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     base = tmp_path_factory.mktemp("late")
@@ -90,8 +100,11 @@ def test_two_phase_columns_and_keys_equal_pyarrow(root, columns, where):
     assert sorted(got.to_pylist(), key=repr) == sorted(want.to_pylist(), key=repr), where
 
 
-def test_the_late_path_is_taken(root, monkeypatch):
+def test_the_late_path_is_taken(root, monkeypatch, decoder):
     """A scan that filters decodes s / b / wide as dictionaries (the test above would pass without)."""
+    from qdbpm.table import scan
+
+    monkeypatch.setattr(scan, "DIRECT", False)  # the direct path takes these units whole; this is pyarrow's
     seen = []
     real = D.decode_chunks
 

@@ -1,0 +1,312 @@
+"""Parquet column chunks to numpy, page by page, for the shapes read most: flat columns (at most one
+definition level), PLAIN or dictionary-encoded values of INT32, INT64, FLOAT, DOUBLE and
+BYTE_ARRAY, data pages v1 and v2, any codec pyarrow ships but Hadoop's framed LZ4.
+
+`read_chunk` takes the chunk's bytes and, optionally, the rows to keep: a late reader decodes a
+column's every value only when it needs them (dictionary indices, levels) and gathers the kept
+rows' values without building the rest. Anything outside those shapes raises `Unsupported`; a
+malformed page raises ParquetFormatError (the kernel `_pages` checks every read). Callers fall
+back to pyarrow's reader for both, so its verdict on an odd or broken chunk stays the one users get.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ParquetFormatError
+from ..pm import layout as L
+from . import _pages, _thrift
+from .constants import (ENCODING_PLAIN, ENCODING_PLAIN_DICTIONARY, ENCODING_RLE, ENCODING_RLE_DICTIONARY)
+
+PAGE_DATA, PAGE_INDEX, PAGE_DICTIONARY, PAGE_DATA_V2 = 0, 1, 2, 3
+
+# Physical type -> the numpy dtype of its PLAIN values (little-endian, as Parquet stores them).
+FIXED_DTYPES = {L.PT_INT32: np.dtype("<i4"), L.PT_INT64: np.dtype("<i8"), L.PT_FLOAT: np.dtype("<f4"),
+                L.PT_DOUBLE: np.dtype("<f8")}
+SUPPORTED_TYPES = frozenset(FIXED_DTYPES) | {L.PT_BYTE_ARRAY}
+_DICTIONARY_ENCODINGS = (ENCODING_PLAIN_DICTIONARY, ENCODING_RLE_DICTIONARY)
+_CODECS = {L.CODEC_SNAPPY: "snappy", L.CODEC_GZIP: "gzip", L.CODEC_BROTLI: "brotli", L.CODEC_ZSTD: "zstd",
+           L.CODEC_LZ4_RAW: "lz4_raw"}  # Parquet LZ4_RAW is the raw block format; pyarrow "lz4" is frames
+_codec_objects = {}
+
+
+class Unsupported(Exception):
+    """A chunk shape this reader leaves to pyarrow (not an error in the data)."""
+
+
+class Fixed:
+    """Fixed-width values: `values` (numpy, one per row; a null's slot holds an arbitrary value)
+    and `valid` (bool per row, or None when no row is null)."""
+
+    __slots__ = ("values", "valid")
+
+    def __init__(self, values, valid):
+        self.values, self.valid = values, valid
+
+
+class Binary:
+    """BYTE_ARRAY values as Arrow lays them out: `offsets` (int64, rows + 1), `data` (uint8) and
+    `valid` (bool per row, or None when no row is null)."""
+
+    __slots__ = ("offsets", "data", "valid", "dictionary")
+
+    def __init__(self, offsets, data, valid, dictionary=None):
+        self.offsets, self.data, self.valid = offsets, data, valid
+        self.dictionary = dictionary  # (buf, starts, lens) when every value is one of its values
+
+
+def _decompress(codec, payload, size):
+    if codec == L.CODEC_UNCOMPRESSED:
+        if len(payload) != size:
+            raise ParquetFormatError(f"uncompressed page of {len(payload)} bytes says it holds {size}")
+        return payload
+    name = _CODECS.get(codec)
+    if name is None:
+        raise Unsupported(f"codec {L.CODEC_NAMES[codec] if 0 <= codec < len(L.CODEC_NAMES) else codec}")
+    c = _codec_objects.get(name)
+    if c is None:
+        try:
+            c = _codec_objects[name] = pa.Codec(name)
+        except (pa.ArrowException, ValueError) as e:
+            raise Unsupported(f"codec {name}: {e}") from None
+    try:
+        out = c.decompress(payload, decompressed_size=size, asbytes=False)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise ParquetFormatError(f"page does not decompress with {name}: {e}") from None
+    if out.size != size:
+        raise ParquetFormatError(f"page decompressed to {out.size} bytes, its header says {size}")
+    return np.frombuffer(out, np.uint8)
+
+
+class _Page:
+    """One data page, decompressed: `n` rows, `levels` (int32 per row, or None: no nulls possible),
+    the values' encoding and their bytes buf[pos:end]."""
+
+    __slots__ = ("n", "levels", "encoding", "buf", "pos", "end")
+
+
+def _data_page(h, body, codec, max_def):
+    (_, ptype, usize, csize, n, enc, def_enc, num_nulls, _rows, def_len, rep_len, compressed) = h
+    pg = _Page()
+    pg.n, pg.encoding, pg.levels = n, enc, None
+    if n < 0:
+        raise ParquetFormatError(f"data page of {n} values")
+    if ptype == PAGE_DATA:
+        buf = _decompress(codec, body, usize)
+        pos = 0
+        if max_def:
+            if def_enc != ENCODING_RLE:
+                raise Unsupported(f"definition levels encoded {def_enc}")
+            if len(buf) < 4:
+                raise ParquetFormatError("data page ends inside its definition levels' length")
+            ln = int(np.frombuffer(buf[:4].tobytes(), "<u4")[0])
+            if ln > len(buf) - 4:
+                raise ParquetFormatError(f"definition levels of {ln} bytes in a page of {len(buf)}")
+            pg.levels = np.empty(n, np.int32)
+            _pages.rle_hybrid(buf, 4, 4 + ln, 1, n, pg.levels, 2)
+            pos = 4 + ln
+        pg.buf, pg.pos, pg.end = buf, pos, len(buf)
+        return pg
+    # v2: levels first, never compressed; then the values, compressed when is_compressed says so
+    if def_len < 0 or rep_len < 0 or def_len + rep_len > len(body) or def_len + rep_len > usize:
+        raise ParquetFormatError(f"data page v2 levels ({rep_len} + {def_len} bytes) overrun the page")
+    if rep_len:
+        raise Unsupported("repetition levels")
+    if max_def:
+        pg.levels = np.empty(n, np.int32)
+        _pages.rle_hybrid(body, 0, def_len, 1, n, pg.levels, 2)
+    values = body[def_len:]
+    buf = _decompress(codec, values, usize - def_len) if compressed else values
+    if not compressed and len(values) != usize - def_len:
+        raise ParquetFormatError("data page v2 size does not match its header")
+    pg.buf, pg.pos, pg.end = buf, 0, len(buf)
+    return pg
+
+
+def _split_pages(blob, codec, max_def, num_values):
+    """(dictionary page bytes and value count, or None; [_Page]) of a chunk's bytes."""
+    buf = np.frombuffer(blob, np.uint8)
+    pos, total, dictionary, pages = 0, 0, None, []
+    while pos < len(buf) and total < num_values:
+        h = _thrift.page_header(buf, pos)
+        end, ptype, usize, csize = h[0], h[1], h[2], h[3]
+        if usize < 0 or csize < 0 or csize > len(buf) - end:
+            raise ParquetFormatError(f"page at byte {pos} of its chunk claims {csize} bytes, {len(buf) - end} left")
+        body = buf[end:end + csize]
+        if ptype == PAGE_DICTIONARY:
+            if dictionary is not None or pages:
+                raise ParquetFormatError(f"dictionary page at byte {pos} is not the chunk's first page")
+            if h[5] not in (ENCODING_PLAIN, ENCODING_PLAIN_DICTIONARY) or h[4] < 0:
+                raise Unsupported(f"dictionary page encoding {h[5]}")
+            dictionary = (_decompress(codec, body, usize), h[4])
+        elif ptype in (PAGE_DATA, PAGE_DATA_V2):
+            pg = _data_page(h, body, codec, max_def)
+            pages.append(pg)
+            total += pg.n
+        elif ptype != PAGE_INDEX:
+            raise Unsupported(f"page type {ptype}")
+        pos = end + csize
+    if total != num_values:
+        raise ParquetFormatError(f"chunk's pages hold {total} values, its metadata says {num_values}")
+    return dictionary, pages
+
+
+def _byte_index(buf, pos, end, n):
+    starts, lens = np.empty(n, np.int64), np.empty(n, np.int32)
+    end = _pages.byte_array_index(buf, pos, end, n, starts, lens)
+    return starts, lens, end
+
+
+def _value_picks(pg, local):
+    """For the page's rows `local` (None: all), the index of each row's value among the page's
+    non-null values (-1 for a null; None when that is the row itself: every row, none null), and
+    how many non-null values the page holds."""
+    if pg.levels is None:
+        return local, pg.n
+    valid = pg.levels == 1
+    count = int(np.count_nonzero(valid))
+    if count == pg.n:
+        return local, count
+    cum = np.cumsum(valid, dtype=np.int64) - 1
+    if local is None:
+        return np.where(valid, cum, -1), count
+    return np.where(valid[local], cum[local], -1), count
+
+
+def read_chunk(blob, ptype, codec, max_def, num_values, rows=None):
+    """The chunk's values (a `Fixed` or `Binary`) for `rows` (sorted int64 row numbers within the
+    chunk; None: every row). Unsupported / ParquetFormatError as the module says."""
+    return chunk_values(split_chunk(blob, ptype, codec, max_def, num_values), rows)
+
+
+class Split:
+    """A chunk cut into pages, each decompressed, its levels decoded: the costly half of a read,
+    which a late reader can run before it knows the rows it will keep."""
+
+    __slots__ = ("ptype", "dictionary", "pages")
+
+    def __init__(self, ptype, dictionary, pages):
+        self.ptype, self.dictionary, self.pages = ptype, dictionary, pages
+
+
+def split_chunk(blob, ptype, codec, max_def, num_values) -> Split:
+    """The first half of `read_chunk`: page headers read, pages decompressed, levels decoded."""
+    if ptype not in SUPPORTED_TYPES:
+        raise Unsupported(f"physical type {ptype}")
+    if max_def > 1:
+        raise Unsupported("nested column")
+    return Split(ptype, *_split_pages(blob, codec, max_def, num_values))
+
+
+def chunk_values(split: Split, rows=None):
+    """The second half of `read_chunk`: the values of `rows` (None: all) of a split chunk."""
+    ptype, dictionary, pages = split.ptype, split.dictionary, split.pages
+    dvals = None
+    if dictionary is not None:
+        dbuf, dn = dictionary
+        if ptype == L.PT_BYTE_ARRAY:
+            dvals = (dbuf,) + _byte_index(dbuf, 0, len(dbuf), dn)[:2]
+        else:
+            dt = FIXED_DTYPES[ptype]
+            if dn * dt.itemsize > len(dbuf):
+                raise ParquetFormatError(f"dictionary page of {len(dbuf)} bytes cannot hold {dn} values")
+            dvals = dbuf[:dn * dt.itemsize].view(dt)
+    pieces, r0 = [], 0
+    for pg in pages:
+        local = None
+        if rows is not None:
+            a, b = np.searchsorted(rows, [r0, r0 + pg.n])
+            local = rows[a:b] - r0
+        r0 += pg.n
+        if local is not None and not local.size:
+            continue
+        pieces.append(_page_values(pg, local, ptype, dvals))
+    return _concat(pieces, ptype)
+
+
+def _page_values(pg, local, ptype, dvals):
+    picks, count = _value_picks(pg, local)  # picks None: the values are the rows, in order
+    nulls = picks < 0 if count != pg.n else None
+    if pg.encoding in _DICTIONARY_ENCODINGS:
+        if dvals is None:
+            raise ParquetFormatError("dictionary-encoded page in a chunk without a dictionary page")
+        if pg.pos >= pg.end:
+            if count:
+                raise ParquetFormatError("dictionary-encoded page without its bit width")
+            idx = np.empty(0, np.int32)
+        else:
+            idx = np.empty(count, np.int32)
+            size = len(dvals[1]) if ptype == L.PT_BYTE_ARRAY else len(dvals)
+            _pages.rle_hybrid(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, idx, size)
+        if picks is None:
+            picks = idx
+        elif nulls is None:
+            picks = idx[picks]
+        else:
+            picks = np.where(nulls, -1, idx[np.maximum(picks, 0)] if count else 0)
+        if ptype == L.PT_BYTE_ARRAY:
+            out = _take(*dvals, picks, nulls)
+            out.dictionary = dvals
+            return out
+        if nulls is None:
+            vals = dvals[picks]
+        else:  # a null's slot takes any value: the first, or 0 with an empty dictionary
+            vals = dvals[np.maximum(picks, 0)] if len(dvals) else np.zeros(len(picks), dvals.dtype)
+        return Fixed(vals, None if nulls is None else ~nulls)
+    if pg.encoding != ENCODING_PLAIN:
+        raise Unsupported(f"value encoding {pg.encoding}")
+    if ptype == L.PT_BYTE_ARRAY:
+        starts, lens, _ = _byte_index(pg.buf, pg.pos, pg.end, count)
+        return _take(pg.buf, starts, lens, picks, nulls)
+    dt = FIXED_DTYPES[ptype]
+    if count * dt.itemsize > pg.end - pg.pos:
+        raise ParquetFormatError(f"PLAIN page of {pg.end - pg.pos} value bytes cannot hold {count} values")
+    vals = pg.buf[pg.pos:pg.pos + count * dt.itemsize].view(dt)
+    if picks is None:
+        return Fixed(vals, None)
+    if nulls is None:
+        return Fixed(vals[picks], None)
+    return Fixed(vals[np.maximum(picks, 0)] if count else np.zeros(len(picks), dt), ~nulls)
+
+
+def take_values(src, starts, lens, picks=None):
+    """(offsets, data) of the values `picks` (None: all) of an indexed byte-array run."""
+    return _pages.take_bytes(src, starts, lens, picks)
+
+
+def _take(src, starts, lens, picks, nulls):
+    """The values `picks` (-1: null; None: all) of an indexed byte-array run in `src`."""
+    offsets, data = _pages.take_bytes(src, starts, lens, picks)
+    return Binary(offsets, data, None if nulls is None else ~nulls)
+
+
+def _concat(pieces, ptype):
+    if ptype == L.PT_BYTE_ARRAY:
+        if not pieces:
+            return Binary(np.zeros(1, np.int64), np.empty(0, np.uint8), None)
+        if len(pieces) == 1:
+            return pieces[0]
+        offs = [pieces[0].offsets]
+        base = int(pieces[0].offsets[-1])
+        for p in pieces[1:]:
+            offs.append(p.offsets[1:] + base)
+            base += int(p.offsets[-1])
+        same = pieces[0].dictionary
+        same = same if all(p.dictionary is same for p in pieces) else None
+        return Binary(np.concatenate(offs), np.concatenate([p.data for p in pieces]), _valid(pieces), same)
+    if not pieces:
+        return Fixed(np.empty(0, FIXED_DTYPES[ptype]), None)
+    if len(pieces) == 1:
+        return pieces[0]
+    return Fixed(np.concatenate([p.values for p in pieces]), _valid(pieces))
+
+
+def _valid(pieces):
+    if all(p.valid is None for p in pieces):
+        return None
+    return np.concatenate([np.ones(_rows(p), bool) if p.valid is None else p.valid for p in pieces])
+
+
+def _rows(p):
+    return len(p.offsets) - 1 if isinstance(p, Binary) else len(p.values)

@@ -1,0 +1,334 @@
+"""Fetched chunks straight to Arrow, without pyarrow's reader, for the column shapes whose values
+qdbpm gives bit for bit; and late materialisation on top: a filtered unit decodes its predicate's
+columns, filters, and gathers only the kept rows of the others.
+
+A column is read here when the type pyarrow would give it (`ColumnSchemas.fields`, from the file's
+own footer) is a plain view of its physical values (`_kind`): int32/int64/uint32/uint64, float32/64,
+date32, timestamps in the Parquet unit, decimal128 of INT32/INT64 (widened), and string/binary
+(large too) of BYTE_ARRAY, UTF-8 checked for strings. Everything else, and any chunk whose pages
+`parquet.pages` does not take, stays with pyarrow's reader (`decode.decode_partition`), whose
+output this must equal (tests/table/test_direct.py holds it to that over writers and shapes).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ParquetFormatError
+from ..parquet import constants as PQ
+from ..parquet import pages
+from ..parquet.compact import T
+from ..pm import layout as L
+from ..prune.arrow import unscaled_field
+
+Unsupported = pages.Unsupported
+
+# Chunk value encodings this path takes (`_pm` keeps no bit for RLE levels); DELTA_* and
+# BYTE_STREAM_SPLIT go to pyarrow.
+_ENCODINGS_OK = L.ENC_PLAIN | L.ENC_RLE_DICTIONARY
+_CODECS_OK = {L.CODEC_UNCOMPRESSED, L.CODEC_SNAPPY, L.CODEC_GZIP, L.CODEC_BROTLI, L.CODEC_ZSTD, L.CODEC_LZ4_RAW}
+_TS_UNITS = {1: "ms", 2: "us", 3: "ns"}  # Parquet TimeUnit member -> Arrow unit
+_CT_TS_UNITS = {PQ.CT_TIMESTAMP_MILLIS: "ms", PQ.CT_TIMESTAMP_MICROS: "us"}
+_VIEW, _DECIMAL, _BINARY, _UNSCALED = "view", "decimal", "binary", "unscaled"  # _UNSCALED: a decimal's int64s
+LANES = max(1, min(4, os.cpu_count() or 1))  # columns decoded concurrently (this thread + a pool)
+PARALLEL_BYTES = 256 * 1024  # below this many compressed bytes a unit decodes in this thread alone
+
+
+def _logical(el):
+    """(member id, member Struct) of the element's LogicalType, or (None, None)."""
+    lt = el.typed(PQ.SE_LOGICAL_TYPE, T.STRUCT)
+    if lt is None or len(lt.fields) != 1:
+        return None, None
+    (mid, (tt, member)), = lt.fields.items()
+    return mid, member if tt == T.STRUCT else None
+
+
+def _int_annotation(el, mid, member, bits):
+    """'signed' / 'unsigned' when the element says a `bits`-wide integer (or says nothing: signed)."""
+    ct = el.typed(PQ.SE_CONVERTED_TYPE, T.I32)
+    if mid is None:
+        if ct is None or ct == {32: PQ.CT_INT_32, 64: PQ.CT_INT_64}[bits]:
+            return "signed"
+        return "unsigned" if ct == {32: PQ.CT_UINT_32, 64: PQ.CT_UINT_64}[bits] else None
+    if mid != PQ.LOGICAL_TYPE_IDS["INTEGER"] or member is None:
+        return None
+    if member.get(PQ.INT_BIT_WIDTH) != bits:
+        return None
+    return "signed" if member.get(PQ.INT_IS_SIGNED) else "unsigned"
+
+
+def _decimal(el, mid, member):
+    if mid == PQ.LOGICAL_TYPE_IDS["DECIMAL"] and member is not None:
+        return member.get(PQ.DECIMAL_PRECISION), member.get(PQ.DECIMAL_SCALE)
+    if mid is None and el.typed(PQ.SE_CONVERTED_TYPE, T.I32) == PQ.CT_DECIMAL:
+        return el.typed(PQ.SE_PRECISION, T.I32), el.typed(PQ.SE_SCALE, T.I32, 0)
+    return None
+
+
+def _kind(el, ptype, t):
+    """How this path builds Arrow type `t` from the column's physical values, or None (pyarrow's)."""
+    mid, member = _logical(el)
+    ct = el.typed(PQ.SE_CONVERTED_TYPE, T.I32)
+    if ptype in (L.PT_INT32, L.PT_INT64):
+        bits = 32 if ptype == L.PT_INT32 else 64
+        if pa.types.is_decimal(t):
+            d = _decimal(el, mid, member)
+            ok = d is not None and t == pa.decimal128(*d) if d and d[0] is not None and 0 < d[0] <= 38 else False
+            return _DECIMAL if ok else None
+        sign = _int_annotation(el, mid, member, bits)
+        if t == (pa.int32() if bits == 32 else pa.int64()) and sign == "signed":
+            return _VIEW
+        if t == (pa.uint32() if bits == 32 else pa.uint64()) and sign == "unsigned":
+            return _VIEW
+        if bits == 32 and t == pa.date32():
+            return _VIEW if mid == PQ.LOGICAL_TYPE_IDS["DATE"] or (mid is None and ct == PQ.CT_DATE) else None
+        if bits == 64 and pa.types.is_timestamp(t):
+            if mid == PQ.LOGICAL_TYPE_IDS["TIMESTAMP"] and member is not None:
+                unit = member.get(PQ.TIME_UNIT)
+                unit = _TS_UNITS.get(next(iter(unit.fields)) if unit is not None and len(unit.fields) == 1 else None)
+            else:
+                unit = _CT_TS_UNITS.get(ct) if mid is None else None
+            return _VIEW if unit is not None and t.unit == unit else None
+        return None
+    if ptype in (L.PT_FLOAT, L.PT_DOUBLE):
+        want = pa.float32() if ptype == L.PT_FLOAT else pa.float64()
+        return _VIEW if t == want and mid is None and ct is None else None
+    if ptype == L.PT_BYTE_ARRAY and t in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()):
+        return _BINARY
+    return None
+
+
+def kinds(pm, rgs, cols, schemas, fields):
+    """Per column of `cols`, how it is built here; None when any column or chunk of row groups
+    `rgs` is not this path's (the unit goes to pyarrow whole)."""
+    sub = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))]
+    if (sub["encodings"].astype(np.int64) & ~_ENCODINGS_OK).any() or not set(np.unique(sub["codec"]).tolist()) <= _CODECS_OK:
+        return None
+    out = []
+    for c, f in zip(cols, fields):
+        d = pm.columns[c]
+        if int(d["max_rep_level"]) or int(d["max_def_level"]) > 1:
+            return None
+        k = _kind(schemas.element(pm, c), int(d["physical_type"]), f.type)
+        if k is None:
+            return None
+        out.append(k)
+    return out
+
+
+def _validity(valid):
+    if valid is None:
+        return None, 0
+    n = len(valid)
+    nulls = n - int(np.count_nonzero(valid))
+    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
+
+
+def _dictionary_values(d):
+    """A dictionary page's values as one large_string array (for its UTF-8 check: the values
+    taken from it are checked once, in the dictionary)."""
+    offsets, data = pages.take_values(*d)
+    return pa.Array.from_buffers(pa.large_string(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _check_utf8(arr):
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid:
+        raise Unsupported("bytes that are not UTF-8 in a string column") from None  # pyarrow decides
+
+
+def _array(v, kind, t, ptype):
+    """One Arrow array of type `t` from decoded values `v` (pages.Fixed / Binary)."""
+    if kind == _BINARY:
+        n = len(v.offsets) - 1
+        bitmap, nulls = _validity(v.valid)
+        large = t in (pa.large_string(), pa.large_binary())
+        if not large and v.offsets[-1] > np.iinfo(np.int32).max:
+            raise Unsupported("over 2 GiB of strings in one array")
+        offsets = v.offsets if large else v.offsets.astype(np.int32)
+        arr = pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(v.data)], nulls)
+        if t in (pa.string(), pa.large_string()):
+            _check_utf8(arr if v.dictionary is None else _dictionary_values(v.dictionary))
+        return arr
+    n = len(v.values)
+    bitmap, nulls = _validity(v.valid)
+    if kind == _UNSCALED:
+        return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(v.values.astype(np.int64, copy=False))], nulls)
+    if kind == _DECIMAL:
+        lo = v.values.astype(np.int64, copy=False)
+        wide = np.empty((n, 2), np.int64)
+        wide[:, 0] = lo
+        np.right_shift(lo, 63, out=wide[:, 1])
+        return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(wide)], nulls)
+    values = np.ascontiguousarray(v.values)
+    return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(values)], nulls)
+
+
+def _splits(pm, rgs, c, blobs, all_null):
+    """Per row group, the chunk of column c split (`pages.split_chunk`), or None when all null."""
+    ptype = int(pm.columns[c]["physical_type"])
+    max_def = int(pm.columns[c]["max_def_level"])
+    out = []
+    for r in rgs:
+        if (r, c) in all_null:
+            out.append(None)
+            continue
+        ch = pm.chunks[r, c]
+        out.append(pages.split_chunk(blobs[(r, c)], ptype, int(ch["codec"]), max_def, int(ch["num_values"])))
+    return out
+
+
+def _column(pm, rgs, c, f, k, splits, picks):
+    ptype = int(pm.columns[c]["physical_type"])
+    chunks = []
+    for i, r in enumerate(rgs):
+        n = int(pm.num_rows[r]) if picks[i] is None else len(picks[i])
+        if splits[i] is None:
+            chunks.append(pa.nulls(n, f.type))
+            continue
+        if picks[i] is not None and not n:
+            continue
+        chunks.append(_array(pages.chunk_values(splits[i], picks[i]), k, f.type, ptype))
+    return pa.chunked_array(chunks, f.type)
+
+
+def _lanes(sizes, n):
+    """Indexes of `sizes` split into at most n lanes of about equal total (largest first, each to
+    the lightest lane)."""
+    lanes = [[] for _ in range(n)]
+    load = [0] * n
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        j = load.index(min(load))
+        lanes[j].append(i)
+        load[j] += sizes[i]
+    return [ln for ln in lanes if ln]
+
+
+_pool = None
+
+
+def _executor():
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=LANES - 1, thread_name_prefix="qdbpm-decode")
+    return _pool
+
+
+def _in_lanes(tasks, sizes, parallel):
+    """Run `tasks` (callables) in up to LANES lanes of about equal `sizes`, one lane in this
+    thread and the rest on the shared pool; their results in order. Every lane ends before
+    this returns, also when one raised."""
+    lanes = _lanes(sizes, LANES) if parallel and len(tasks) > 1 else [list(range(len(tasks)))]
+
+    def run(lane):
+        return [(i, tasks[i]()) for i in lane]
+
+    futures = [_executor().submit(run, lane) for lane in lanes[1:]]
+    try:
+        done = run(lanes[0]) if lanes else []
+    finally:
+        for fu in futures:
+            fu.exception()
+    for fu in futures:
+        done += fu.result()
+    out = [None] * len(tasks)
+    for i, v in done:
+        out[i] = v
+    return out
+
+
+def _picks(pm, rgs, rows):
+    """Per row group of the unit, the kept rows within it (None: all of them)."""
+    if rows is None:
+        return [None] * len(rgs)
+    starts = np.zeros(len(rgs) + 1, np.int64)
+    np.cumsum([int(pm.num_rows[r]) for r in rgs], out=starts[1:])
+    picks = []
+    for i in range(len(rgs)):
+        a, b = np.searchsorted(rows, starts[i:i + 2])
+        picks.append(rows[a:b] - starts[i])
+    return picks
+
+
+def _sizes(rgs, cols, blobs):
+    return [sum(len(blobs.get((r, c), b"")) for r in rgs) for c in cols]
+
+
+def decode(pm, rgs, cols, blobs, fields, ks, all_null=(), rows=None, splits=None) -> list:
+    """Columns `cols` of row groups `rgs` as chunked arrays of `fields`' types, built as `ks` say;
+    `rows`: sorted row numbers within the unit (the row groups' rows in order) to keep, None for
+    all; `splits`: per column, its chunks already split (or a future of them), else None.
+    Unsupported / ParquetFormatError: the caller hands the unit to pyarrow.
+
+    Columns are decoded in up to LANES lanes of about equal compressed bytes, one in this thread
+    and the rest on a shared pool: decompression, the kernels and numpy run without the GIL."""
+    all_null = set(all_null)
+    picks = _picks(pm, rgs, rows)
+    splits = splits or [None] * len(cols)
+
+    def task(i):
+        def run():
+            sp = splits[i]
+            sp = _splits(pm, rgs, cols[i], blobs, all_null) if sp is None else (sp.result() if hasattr(sp, "result") else sp)
+            return _column(pm, rgs, cols[i], fields[i], ks[i], sp, picks)
+        return run
+
+    sizes = _sizes(rgs, cols, blobs)
+    return _in_lanes([task(i) for i in range(len(cols))], sizes, sum(sizes) >= PARALLEL_BYTES)
+
+
+def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=()) -> pa.Table:
+    """Late materialisation: the predicate's columns (`pred_cols` of `cols`) first; `matching(table)`
+    gives the row numbers of that table that match (ascending); then the other columns at those
+    rows only. The result has `cols` in order (matching rows only). `unscaled`: names of DECIMAL
+    predicate columns the filter may read as their unscaled int64 values (prune.arrow.unscaled_ok);
+    they are widened to their type for the kept rows only."""
+    first = [i for i, c in enumerate(cols) if c in pred_cols]
+    rest = [i for i, c in enumerate(cols) if c not in pred_cols]
+    held = {i for i in first if ks[i] == _DECIMAL and fields[i].name in unscaled}
+    all_null = set(all_null)
+    # The other columns' pages are decompressed on the pool while the predicate's are decoded here.
+    ahead = [_executor().submit(_splits, pm, rgs, cols[i], blobs, all_null) for i in rest] \
+        if LANES > 1 and sum(_sizes(rgs, [cols[i] for i in rest], blobs)) >= PARALLEL_BYTES else [None] * len(rest)
+    try:
+        return _late(pm, rgs, cols, blobs, fields, ks, all_null, first, rest, held, matching, ahead)
+    finally:
+        for fu in ahead:
+            if fu is not None:
+                fu.cancel() or fu.exception()
+
+
+def _late(pm, rgs, cols, blobs, fields, ks, all_null, first, rest, held, matching, ahead):
+    f1 = [unscaled_field(fields[i].name, fields[i].type) if i in held else fields[i] for i in first]
+    arrays = decode(pm, rgs, [cols[i] for i in first], blobs, f1, [_UNSCALED if i in held else ks[i] for i in first],
+                    all_null)
+    n = int(sum(int(pm.num_rows[r]) for r in rgs))
+    t = pa.Table.from_arrays(arrays, schema=pa.schema(f1)) if first else \
+        pa.table({"_": pa.nulls(n)}).select([])
+    rows = np.asarray(matching(t), np.int64)
+    if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
+        raise ParquetFormatError("filter pass gave rows out of order or range")  # never: a guard
+    late = decode(pm, rgs, [cols[i] for i in rest], blobs, [fields[i] for i in rest], [ks[i] for i in rest],
+                  all_null, rows, ahead)
+    by = {}
+    if first:
+        kept = t.take(pa.array(rows))
+        for j, i in enumerate(first):
+            col = kept.column(j)
+            by[i] = _widen(col, fields[i].type) if i in held else col
+    for j, i in enumerate(rest):
+        by[i] = late[j]
+    return pa.Table.from_arrays([by[i] for i in range(len(cols))], schema=pa.schema(fields))
+
+
+def _widen(col, t):
+    """An int64 column of unscaled values as DECIMAL type t (the same values)."""
+    a = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    valid = None if a.null_count == 0 else a.is_valid().to_numpy(zero_copy_only=False)
+    values = a.fill_null(0).to_numpy() if a.null_count else a.to_numpy()
+    return pa.chunked_array([_array(pages.Fixed(values, valid), _DECIMAL, t, L.PT_INT64)], t)

@@ -1,0 +1,380 @@
+"""The direct decoder (qdbpm/parquet/pages.py + _pages.pyx, qdbpm/table/direct.py) against
+pyarrow: every read it answers must equal pyarrow's in values and types, over real writers
+(pyarrow, DuckDB, Polars), codecs, page versions, dictionary and plain pages, nulls, NaN and the
+types it takes; shapes it does not take go to pyarrow's reader; corrupt chunks end exactly as
+they do without it (scan.DIRECT = False is the reference)."""
+
+import decimal
+import os
+
+import duckdb
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+import qdbpm
+from qdbpm.errors import ParquetFormatError, PmError
+from qdbpm.parquet import _pages, pages
+from qdbpm.prune.arrow import to_arrow
+from qdbpm.prune.filters import where_text
+from qdbpm.table import direct, scan
+from qdbpm.table.read import read_table
+
+N = 3000
+WHERES = ["k < 700", "k IN (3, 999, 1000, 2999)", "i32 > 0 AND s = 'w07'", "f64 > 0.5 OR s IS NULL",
+          "k > 100000", "d >= DATE '2024-01-20'", "s LIKE 'w1%'",
+          "dec9 BETWEEN 10 AND 500000.255 OR dec < -1000.00005", "dec9 IN (0.5, 12.25) OR k = 1 AND dec > 0",
+          "dec * 2 > 100 AND dec9 < 100000"]  # the last one a residual: dec stays decimal in the filter
+
+
+def source(seed, nulls=True):
+    rng = np.random.default_rng(seed)
+    miss = (rng.random(N) < 0.15) if nulls else np.zeros(N, bool)
+    words = np.array([f"w{i:02d}" for i in range(30)])
+    f64 = rng.random(N)
+    f64[rng.random(N) < 0.02] = np.nan
+    ts = rng.integers(1_700_000_000_000_000, 1_800_000_000_000_000, N)
+    cents = rng.integers(-10**9, 10**9, N)
+    return pa.table({
+        "k": pa.array(np.arange(N), pa.int64()),
+        "i32": pa.array(rng.integers(-2**31, 2**31, N, dtype=np.int64).astype(np.int32), mask=miss),
+        "u32": pa.array(rng.integers(0, 2**32, N, dtype=np.uint64).astype(np.uint32)),
+        "u64": pa.array(rng.integers(0, 2**64 - 1, N, dtype=np.uint64), mask=miss),
+        "f32": pa.array(rng.random(N).astype(np.float32)),
+        "f64": pa.array(f64, mask=miss),
+        "d": pa.array((19_700 + rng.integers(0, 60, N)).astype(np.int32), pa.int32()).cast(pa.date32()),
+        "ts_us": pa.array(ts, pa.timestamp("us")),
+        "ts_ns": pa.array(ts * 1000, pa.timestamp("ns", tz="UTC"), mask=miss),
+        "ts_ms": pa.array(ts // 1000, pa.timestamp("ms", tz="Europe/Paris")),
+        "dec": pa.array([decimal.Decimal(int(c)).scaleb(-4) for c in cents], pa.decimal128(18, 4)),
+        "dec9": pa.array([decimal.Decimal(int(c) % 10**8).scaleb(-2) for c in cents], pa.decimal128(9, 2), mask=miss),
+        "s": pa.array(words[rng.integers(0, 30, N)], pa.string(), mask=miss),
+        "ls": pa.array([f"row-{i}-" + "x" * int(rng.integers(0, 20)) for i in range(N)], pa.large_string()),
+        "bin": pa.array([bytes(rng.integers(0, 256, int(rng.integers(0, 9)), dtype=np.uint8)) for _ in range(N)],
+                        pa.binary(), mask=miss),
+        "gone": pa.nulls(N, pa.string()),
+    })
+
+
+PYARROW_OPTIONS = {
+    "snappy-v1-dict": dict(compression="snappy"),
+    "zstd-v2-plain": dict(compression="zstd", data_page_version="2.0", use_dictionary=False),
+    "none-v1-small-pages": dict(compression="none", data_page_size=2048, dictionary_pagesize_limit=512),
+    "gzip-v2-dict": dict(compression="gzip", data_page_version="2.0"),
+    "lz4-v1": dict(compression="lz4"),
+    "brotli-v2-small-pages": dict(compression="brotli", data_page_version="2.0", data_page_size=1024),
+}
+
+
+def _write(base, name, write):
+    d = base / name / "part=0"
+    d.mkdir(parents=True)
+    path = str(d / "data.parquet")
+    write(path)
+    qdbpm.generate(path)
+    return str(base / name)
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    base = tmp_path_factory.mktemp("direct")
+    out = {}
+    for name, opts in PYARROW_OPTIONS.items():
+        out["pyarrow-" + name] = _write(base, "pyarrow-" + name, lambda p, o=opts: pq.write_table(
+            source(len(out)), p, row_group_size=1100, store_decimal_as_integer=True, **o))
+    t = source(7)
+
+    def duck(p):
+        con = duckdb.connect()
+        con.register("t", t.drop_columns(["u64", "ts_ns", "ts_ms"]))  # DuckDB would retype these
+        con.execute(f"COPY (SELECT * FROM t) TO '{p}' (FORMAT parquet, ROW_GROUP_SIZE 1024)")
+    out["duckdb"] = _write(base, "duckdb", duck)
+    out["polars"] = _write(base, "polars", lambda p: pl.from_arrow(source(8).drop_columns(["ls", "ts_ms"]))
+                           .write_parquet(p, row_group_size=1000, statistics=True))
+    return out
+
+
+def _reference(root, columns=None, where=None):
+    scan.DIRECT = False
+    try:
+        return read_table(root, columns, where)
+    finally:
+        scan.DIRECT = True
+
+
+def same(a, b) -> bool:
+    """Tables equal in schema and values, NaN equal to NaN (Arrow's equals says NaN != NaN)."""
+    if not a.schema.equals(b.schema) or a.num_rows != b.num_rows:
+        return False
+    for x, y in zip(a.columns, b.columns):
+        x, y = x.combine_chunks(), y.combine_chunks()
+        if pa.types.is_floating(x.type):
+            if not x.is_null().equals(y.is_null()):
+                return False
+            if not np.array_equal(x.fill_null(0).to_numpy(), y.fill_null(0).to_numpy(), equal_nan=True):
+                return False
+        elif not x.equals(y):
+            return False
+    return True
+
+
+def _sorted(t):
+    return t.sort_by([("k", "ascending")]) if "k" in t.column_names else t
+
+
+@pytest.mark.parametrize("where", [None] + WHERES)
+def test_direct_reads_equal_pyarrow(roots, where):
+    for name, root in roots.items():
+        path = os.path.join(root, "part=0", "data.parquet")
+        if where is None:
+            want = pq.read_table(path)
+        else:
+            dataset = ds.dataset(path)
+            if any(c not in dataset.schema.names for c in ("s", "i32", "d", "f64", "dec", "dec9")):
+                continue
+            want = dataset.to_table(filter=to_arrow(where_text(where), dataset.schema))
+        got = read_table(root, list(want.column_names), where)
+        assert got.schema.equals(want.schema), (name, got.schema, want.schema)
+        assert same(_sorted(got), _sorted(want)), (name, where)
+        ref = _reference(root, list(want.column_names), where)
+        assert same(got, ref), (name, where)
+
+
+def test_direct_path_is_taken_for_the_shapes_it_reads(roots):
+    for name, root in roots.items():
+        with qdbpm.open_table(root) as t:
+            pm = t.meta("part=0")
+            schemas = t.column_schemas("part=0")
+            cols = [c for c in range(pm.column_count)]
+            fields = schemas.fields(pm, cols)
+            got = direct.kinds(pm, list(range(pm.row_group_count)), cols, schemas, fields)
+        if "plain" in name or "duckdb" in name or "polars" in name or "dict" in name or "pages" in name \
+                or name.endswith("lz4-v1"):
+            assert got is not None, name
+
+
+def _unsupported_root(base, table, **opts):
+    base.mkdir()
+    (base / "part=0").mkdir()
+    path = str(base / "part=0" / "data.parquet")
+    pq.write_table(table, path, **opts)
+    qdbpm.generate(path)
+    return str(base)
+
+
+@pytest.mark.parametrize("case", ["bool", "int8", "float16", "dictionary_type", "flba_decimal", "delta",
+                                  "string_view"])
+def test_other_shapes_go_to_pyarrow_and_read_the_same(tmp_path, case):
+    k = pa.array(np.arange(500), pa.int64())
+    value = {
+        "bool": pa.array(np.arange(500) % 3 == 0),
+        "int8": pa.array((np.arange(500) % 100).astype(np.int8)),
+        "float16": pa.array((np.arange(500) % 50).astype(np.float16), pa.float16()),
+        "dictionary_type": pa.array([f"v{i % 7}" for i in range(500)]).dictionary_encode(),
+        "flba_decimal": pa.array(np.arange(500), pa.int64()).cast(pa.decimal128(22, 2)),
+        "delta": pa.array(np.arange(500) * 7, pa.int64()),
+        "string_view": pa.array([f"v{i}" for i in range(500)], pa.string_view()),
+    }[case]
+    opts = {"column_encoding": {"k": "PLAIN", "v": "DELTA_BINARY_PACKED"}, "use_dictionary": False} \
+        if case == "delta" else {}
+    root = _unsupported_root(tmp_path / case, pa.table({"k": k, "v": value}), **opts)
+    with qdbpm.open_table(root) as t:
+        pm = t.meta("part=0")
+        schemas = t.column_schemas("part=0")
+        assert direct.kinds(pm, [0], [0, 1], schemas, schemas.fields(pm, [0, 1])) is None
+        assert direct.kinds(pm, [0], [0], schemas, schemas.fields(pm, [0])) is not None
+    path = os.path.join(root, "part=0", "data.parquet")
+    want = pq.read_table(path)
+    assert read_table(root, ["k", "v"]).equals(want)
+    got = read_table(root, ["k", "v"], where="k < 10")
+    assert got.equals(want.slice(0, 10))
+
+
+# --- kernels against slow references ----------------------------------------------------------
+
+
+def rle_reference(buf, pos, end, bit_width, count):
+    """The RLE / bit-packed hybrid as the Parquet spec words it, one bit at a time."""
+    out = []
+    width = (bit_width + 7) // 8
+    while len(out) < count:
+        header, shift = 0, 0
+        while True:
+            b = int(buf[pos])
+            pos += 1
+            header |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        if header & 1:
+            n = (header >> 1) * 8
+            bits = int.from_bytes(bytes(buf[pos:pos + (header >> 1) * bit_width]), "little")
+            for i in range(n):
+                out.append((bits >> (i * bit_width)) & ((1 << bit_width) - 1))
+            pos += (header >> 1) * bit_width
+        else:
+            v = int.from_bytes(bytes(buf[pos:pos + width]), "little")
+            pos += width
+            out += [v] * (header >> 1)
+    return out[:count]
+
+
+def _uleb(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def random_runs(rng, bit_width, count):
+    buf = bytearray()
+    made = 0
+    while made < count:
+        if rng.random() < 0.5:
+            n = int(rng.integers(1, 300))
+            v = int(rng.integers(0, 1 << bit_width)) if bit_width else 0
+            buf += _uleb(n << 1) + v.to_bytes((bit_width + 7) // 8, "little")
+            made += n
+        else:
+            groups = int(rng.integers(1, 20))
+            vals = [int(rng.integers(0, 1 << bit_width)) if bit_width else 0 for _ in range(groups * 8)]
+            bits = sum(v << (i * bit_width) for i, v in enumerate(vals))
+            buf += _uleb(groups << 1 | 1) + bits.to_bytes(groups * bit_width, "little")
+            made += groups * 8
+    return np.frombuffer(bytes(buf), np.uint8), made
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_rle_hybrid_equals_the_reference(seed):
+    rng = np.random.default_rng(seed)
+    bw = int(rng.integers(0, 33))
+    buf, made = random_runs(rng, bw, int(rng.integers(1, 2000)))
+    count = int(rng.integers(0, made + 1))
+    out = np.empty(count, np.int32)
+    _pages.rle_hybrid(buf, 0, len(buf), bw, count, out, 1 << 33)
+    assert out.view(np.uint32).tolist() == rle_reference(buf, 0, len(buf), bw, count)
+    if count:  # every truncation: the same values or a clear error, never a read past the end
+        cut = int(rng.integers(0, len(buf)))
+        try:
+            _pages.rle_hybrid(buf[:cut].copy(), 0, cut, bw, count, out, 1 << 33)
+        except ParquetFormatError:
+            pass
+        else:
+            assert out.view(np.uint32).tolist() == rle_reference(buf, 0, len(buf), bw, count)
+
+
+def test_rle_hybrid_refuses_values_over_the_limit_and_bad_widths():
+    buf = np.frombuffer(_uleb(10 << 1) + bytes([5]), np.uint8)
+    out = np.empty(10, np.int32)
+    with pytest.raises(ParquetFormatError, match="not below 5"):
+        _pages.rle_hybrid(buf, 0, len(buf), 3, 10, out, 5)
+    with pytest.raises(ParquetFormatError, match="bit width 33"):
+        _pages.rle_hybrid(buf, 0, len(buf), 33, 10, out, 5)
+    with pytest.raises(ParquetFormatError):
+        _pages.rle_hybrid(buf, 0, len(buf) + 1, 3, 10, out, 5)
+
+
+def test_byte_array_index_and_take_check_every_span():
+    values = [b"", b"a", b"hello", b"\x00\xff"]
+    raw = b"".join(len(v).to_bytes(4, "little") + v for v in values)
+    buf = np.frombuffer(raw, np.uint8)
+    starts, lens = np.empty(4, np.int64), np.empty(4, np.int32)
+    assert _pages.byte_array_index(buf, 0, len(buf), 4, starts, lens) == len(buf)
+    offsets, data = _pages.take_bytes(buf, starts, lens, np.array([2, -1, 3, 2], np.int64))
+    assert offsets.tolist() == [0, 5, 5, 7, 12] and data.tobytes() == b"hello\x00\xffhello"
+    for cut in range(len(raw)):
+        with pytest.raises(ParquetFormatError):
+            _pages.byte_array_index(buf[:cut].copy(), 0, cut, 4, starts, lens)
+    with pytest.raises(ParquetFormatError, match="outside"):
+        _pages.take_bytes(buf, starts, lens, np.array([4], np.int64))
+    lens[1] = 10**6
+    with pytest.raises(ParquetFormatError, match="spans outside"):
+        _pages.take_bytes(buf, starts, lens, None)
+
+
+# --- corrupt chunks end as they do without the direct path --------------------------------------
+
+
+def _outcome(root, where):
+    try:
+        return read_table(root, where=where)
+    except PmError as e:
+        return type(e)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_corrupt_chunks_end_as_pyarrow_ends_them(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    t = source(seed).select(["k", "i32", "f64", "s", "ls", "dec"])
+    root = tmp_path / "t"
+    (root / "part=0").mkdir(parents=True)
+    path = root / "part=0" / "data.parquet"
+    pq.write_table(t, path, compression="none", row_group_size=1500, store_decimal_as_integer=True,
+                   data_page_version=("1.0", "2.0")[seed % 2])
+    qdbpm.generate(str(path))
+    raw = bytearray(path.read_bytes())
+    footer_start = len(raw) - 8 - int.from_bytes(raw[-8:-4], "little")
+    for _ in range(int(rng.integers(1, 4))):  # chunk bytes only: the footer and _pm stay valid
+        raw[int(rng.integers(4, footer_start))] = int(rng.integers(0, 256))
+    path.write_bytes(bytes(raw))
+    for where in (None, "k < 2000 AND s = 'w03'"):
+        got, want = _outcome(str(root), where), _outcome(str(root), where) if False else None
+        scan.DIRECT = False
+        try:
+            want = _outcome(str(root), where)
+        finally:
+            scan.DIRECT = True
+        if isinstance(want, type):
+            assert isinstance(got, type), (seed, where)  # pyarrow refuses: so does the read
+        else:
+            assert isinstance(got, pa.Table) and same(got, want), (seed, where)
+
+
+def test_read_chunk_never_reads_past_a_truncated_or_mutated_chunk():
+    t = source(3).select(["i32", "s", "ls", "f64"])
+    buf = pa.BufferOutputStream()
+    pq.write_table(t, buf, compression="none", row_group_size=N)
+    raw = buf.getvalue().to_pybytes()
+    md = pq.ParquetFile(pa.py_buffer(raw)).metadata
+    rng = np.random.default_rng(0)
+    for i in range(md.num_columns):
+        c = md.row_group(0).column(i)
+        off = c.dictionary_page_offset or c.data_page_offset
+        blob = raw[off:off + c.total_compressed_size]
+        ptype = {"INT32": 1, "DOUBLE": 5, "BYTE_ARRAY": 6}[c.physical_type]
+        for trial in range(150):
+            b = bytearray(blob)
+            if trial % 3 == 0:
+                b = b[:int(rng.integers(0, len(b)))]
+            else:
+                for _ in range(int(rng.integers(1, 5))):
+                    b[int(rng.integers(0, len(b)))] = int(rng.integers(0, 256))
+            rows = np.sort(rng.choice(N, 50, replace=False)).astype(np.int64) if trial % 2 else None
+            try:
+                pages.read_chunk(bytes(b), ptype, 0, 1, N, rows)
+            except (ParquetFormatError, pages.Unsupported):
+                pass
+
+
+@pytest.mark.parametrize("where", [None, WHERES[0], WHERES[7]])
+def test_every_unit_of_the_supported_files_is_decoded_directly(roots, monkeypatch, where):
+    """The equality tests above would pass if every unit fell back to pyarrow: here none does."""
+    results = []
+    real = scan.Scan._decode_direct
+
+    def spy(self, *a, **k):
+        out = real(self, *a, **k)
+        results.append(out is not None)
+        return out
+
+    monkeypatch.setattr(scan.Scan, "_decode_direct", spy)
+    for name, root in roots.items():
+        results.clear()
+        read_table(root, ["k", "i32", "f64", "d", "s", "dec", "dec9", "bin"], where)
+        assert results and all(results), (name, where, results)
