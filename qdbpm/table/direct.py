@@ -259,27 +259,21 @@ def _sizes(rgs, cols, blobs):
     return [sum(len(blobs.get((r, c), b"")) for r in rgs) for c in cols]
 
 
-def decode(pm, rgs, cols, blobs, fields, ks, all_null=(), rows=None, splits=None) -> list:
+def decode(pm, rgs, cols, blobs, fields, ks, all_null=(), rows=None, parallel=True) -> list:
     """Columns `cols` of row groups `rgs` as chunked arrays of `fields`' types, built as `ks` say;
     `rows`: sorted row numbers within the unit (the row groups' rows in order) to keep, None for
-    all; `splits`: per column, its chunks already split (or a future of them), else None.
-    Unsupported / ParquetFormatError: the caller hands the unit to pyarrow.
+    all. Unsupported / ParquetFormatError: the caller hands the unit to pyarrow.
 
     Columns are decoded in up to LANES lanes of about equal compressed bytes, one in this thread
     and the rest on a shared pool: decompression, the kernels and numpy run without the GIL."""
     all_null = set(all_null)
     picks = _picks(pm, rgs, rows)
-    splits = splits or [None] * len(cols)
 
     def task(i):
-        def run():
-            sp = splits[i]
-            sp = _splits(pm, rgs, cols[i], blobs, all_null) if sp is None else (sp.result() if hasattr(sp, "result") else sp)
-            return _column(pm, rgs, cols[i], fields[i], ks[i], sp, picks)
-        return run
+        return lambda: _column(pm, rgs, cols[i], fields[i], ks[i], _splits(pm, rgs, cols[i], blobs, all_null), picks)
 
     sizes = _sizes(rgs, cols, blobs)
-    return _in_lanes([task(i) for i in range(len(cols))], sizes, sum(sizes) >= PARALLEL_BYTES)
+    return _in_lanes([task(i) for i in range(len(cols))], sizes, parallel and sum(sizes) >= PARALLEL_BYTES)
 
 
 def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=()) -> pa.Table:
@@ -287,34 +281,38 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     gives the row numbers of that table that match (ascending); then the other columns at those
     rows only. The result has `cols` in order (matching rows only). `unscaled`: names of DECIMAL
     predicate columns the filter may read as their unscaled int64 values (prune.arrow.unscaled_ok);
-    they are widened to their type for the kept rows only."""
+    they are widened to their type for the kept rows only.
+
+    The other columns are split into lanes as `decode` does; the pool's lanes decompress theirs
+    while this thread decodes and filters the predicate's, then splits its own lane."""
     first = [i for i, c in enumerate(cols) if c in pred_cols]
     rest = [i for i, c in enumerate(cols) if c not in pred_cols]
     held = {i for i in first if ks[i] == _DECIMAL and fields[i].name in unscaled}
     all_null = set(all_null)
-    # The other columns' pages are decompressed on the pool while the predicate's are decoded here.
-    ahead = [_executor().submit(_splits, pm, rgs, cols[i], blobs, all_null) for i in rest] \
-        if LANES > 1 and sum(_sizes(rgs, [cols[i] for i in rest], blobs)) >= PARALLEL_BYTES else [None] * len(rest)
+    later = [cols[i] for i in rest]
+    sizes = _sizes(rgs, later, blobs)
+    lanes = _lanes(sizes, LANES) if len(later) > 1 and sum(sizes) >= PARALLEL_BYTES else [list(range(len(later)))]
+
+    def split_lane(lane):
+        return {j: _splits(pm, rgs, later[j], blobs, all_null) for j in lane}
+
+    ahead = [_executor().submit(split_lane, lane) for lane in lanes[1:]]
     try:
-        return _late(pm, rgs, cols, blobs, fields, ks, all_null, first, rest, held, matching, ahead)
-    finally:
+        f1 = [unscaled_field(fields[i].name, fields[i].type) if i in held else fields[i] for i in first]
+        arrays = decode(pm, rgs, [cols[i] for i in first], blobs, f1,
+                        [_UNSCALED if i in held else ks[i] for i in first], all_null, parallel=not ahead)
+        n = int(sum(int(pm.num_rows[r]) for r in rgs))
+        t = pa.Table.from_arrays(arrays, schema=pa.schema(f1)) if first else pa.table({"_": pa.nulls(n)}).select([])
+        rows = np.asarray(matching(t), np.int64)
+        if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
+            raise ParquetFormatError("filter pass gave rows out of order or range")  # never: a guard
+        splits = split_lane(lanes[0]) if lanes else {}
         for fu in ahead:
-            if fu is not None:
-                fu.cancel() or fu.exception()
-
-
-def _late(pm, rgs, cols, blobs, fields, ks, all_null, first, rest, held, matching, ahead):
-    f1 = [unscaled_field(fields[i].name, fields[i].type) if i in held else fields[i] for i in first]
-    arrays = decode(pm, rgs, [cols[i] for i in first], blobs, f1, [_UNSCALED if i in held else ks[i] for i in first],
-                    all_null)
-    n = int(sum(int(pm.num_rows[r]) for r in rgs))
-    t = pa.Table.from_arrays(arrays, schema=pa.schema(f1)) if first else \
-        pa.table({"_": pa.nulls(n)}).select([])
-    rows = np.asarray(matching(t), np.int64)
-    if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
-        raise ParquetFormatError("filter pass gave rows out of order or range")  # never: a guard
-    late = decode(pm, rgs, [cols[i] for i in rest], blobs, [fields[i] for i in rest], [ks[i] for i in rest],
-                  all_null, rows, ahead)
+            splits.update(fu.result())
+    finally:
+        for fu in ahead:  # every lane ends before this returns, also when one raised
+            fu.cancel() or fu.exception()
+    picks = _picks(pm, rgs, rows)
     by = {}
     if first:
         kept = t.take(pa.array(rows))
@@ -322,7 +320,7 @@ def _late(pm, rgs, cols, blobs, fields, ks, all_null, first, rest, held, matchin
             col = kept.column(j)
             by[i] = _widen(col, fields[i].type) if i in held else col
     for j, i in enumerate(rest):
-        by[i] = late[j]
+        by[i] = _column(pm, rgs, cols[i], fields[i], ks[i], splits[j], picks)
     return pa.Table.from_arrays([by[i] for i in range(len(cols))], schema=pa.schema(fields))
 
 
