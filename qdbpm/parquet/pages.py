@@ -49,11 +49,10 @@ class Binary:
     """BYTE_ARRAY values as Arrow lays them out: `offsets` (int64, rows + 1), `data` (uint8) and
     `valid` (bool per row, or None when no row is null)."""
 
-    __slots__ = ("offsets", "data", "valid", "dictionary")
+    __slots__ = ("offsets", "data", "valid")
 
-    def __init__(self, offsets, data, valid, dictionary=None):
+    def __init__(self, offsets, data, valid):
         self.offsets, self.data, self.valid = offsets, data, valid
-        self.dictionary = dictionary  # (buf, starts, lens) when every value is one of its values
 
 
 def _decompress(codec, payload, size):
@@ -246,9 +245,7 @@ def _page_values(pg, local, ptype, dvals):
         else:
             picks = np.where(nulls, -1, idx[np.maximum(picks, 0)] if count else 0)
         if ptype == L.PT_BYTE_ARRAY:
-            out = _take(*dvals, picks, nulls)
-            out.dictionary = dvals
-            return out
+            return _take(*dvals, picks, nulls)
         if nulls is None:
             vals = dvals[picks]
         else:  # a null's slot takes any value: the first, or 0 with an empty dictionary
@@ -270,11 +267,6 @@ def _page_values(pg, local, ptype, dvals):
     return Fixed(vals[np.maximum(picks, 0)] if count else np.zeros(len(picks), dt), ~nulls)
 
 
-def take_values(src, starts, lens, picks=None):
-    """(offsets, data) of the values `picks` (None: all) of an indexed byte-array run."""
-    return _pages.take_bytes(src, starts, lens, picks)
-
-
 def _take(src, starts, lens, picks, nulls):
     """The values `picks` (-1: null; None: all) of an indexed byte-array run in `src`."""
     offsets, data = _pages.take_bytes(src, starts, lens, picks)
@@ -292,9 +284,7 @@ def _concat(pieces, ptype):
         for p in pieces[1:]:
             offs.append(p.offsets[1:] + base)
             base += int(p.offsets[-1])
-        same = pieces[0].dictionary
-        same = same if all(p.dictionary is same for p in pieces) else None
-        return Binary(np.concatenate(offs), np.concatenate([p.data for p in pieces]), _valid(pieces), same)
+        return Binary(np.concatenate(offs), np.concatenate([p.data for p in pieces]), _valid(pieces))
     if not pieces:
         return Fixed(np.empty(0, FIXED_DTYPES[ptype]), None)
     if len(pieces) == 1:

@@ -5,7 +5,7 @@ columns, filters, and gathers only the kept rows of the others.
 A column is read here when the type pyarrow would give it (`ColumnSchemas.fields`, from the file's
 own footer) is a plain view of its physical values (`_kind`): int32/int64/uint32/uint64, float32/64,
 date32, timestamps in the Parquet unit, decimal128 of INT32/INT64 (widened), and string/binary
-(large too) of BYTE_ARRAY, UTF-8 checked for strings. Everything else, and any chunk whose pages
+(large too) of BYTE_ARRAY, bytes as stored (pyarrow does not check UTF-8 either). Everything else, and any chunk whose pages
 `parquet.pages` does not take, stays with pyarrow's reader (`decode.decode_partition`), whose
 output this must equal (tests/table/test_direct.py holds it to that over writers and shapes).
 """
@@ -128,20 +128,6 @@ def _validity(valid):
     return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
 
 
-def _dictionary_values(d):
-    """A dictionary page's values as one large_string array (for its UTF-8 check: the values
-    taken from it are checked once, in the dictionary)."""
-    offsets, data = pages.take_values(*d)
-    return pa.Array.from_buffers(pa.large_string(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-
-
-def _check_utf8(arr):
-    try:
-        arr.validate(full=True)
-    except pa.ArrowInvalid:
-        raise Unsupported("bytes that are not UTF-8 in a string column") from None  # pyarrow decides
-
-
 def _array(v, kind, t, ptype):
     """One Arrow array of type `t` from decoded values `v` (pages.Fixed / Binary)."""
     if kind == _BINARY:
@@ -151,10 +137,9 @@ def _array(v, kind, t, ptype):
         if not large and v.offsets[-1] > np.iinfo(np.int32).max:
             raise Unsupported("over 2 GiB of strings in one array")
         offsets = v.offsets if large else v.offsets.astype(np.int32)
-        arr = pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(v.data)], nulls)
-        if t in (pa.string(), pa.large_string()):
-            _check_utf8(arr if v.dictionary is None else _dictionary_values(v.dictionary))
-        return arr
+        # No UTF-8 check: pyarrow's reader gives a string column's bytes as stored, valid or not
+        # (tests/table/test_direct.py), and so does this.
+        return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(v.data)], nulls)
     n = len(v.values)
     bitmap, nulls = _validity(v.valid)
     if kind == _UNSCALED:

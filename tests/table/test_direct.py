@@ -378,3 +378,16 @@ def test_every_unit_of_the_supported_files_is_decoded_directly(roots, monkeypatc
         results.clear()
         read_table(root, ["k", "i32", "f64", "d", "s", "dec", "dec9", "bin"], where)
         assert results and all(results), (name, where, results)
+
+
+def test_strings_that_are_not_utf8_read_as_pyarrow_reads_them(tmp_path):
+    """pyarrow's reader returns a string column's bytes as stored, valid UTF-8 or not: so must we."""
+    raw = pa.array([b"ok", b"\xff\xfe bad", None, b"fine"] * 50, pa.binary())
+    s = pa.Array.from_buffers(pa.string(), len(raw), raw.buffers(), raw.null_count)
+    root = _unsupported_root(tmp_path / "utf8", pa.table({"k": np.arange(len(raw)), "s": s}))
+    want = pq.read_table(os.path.join(root, "part=0", "data.parquet"))
+    for where in (None, "k < 7"):
+        got = read_table(root, ["k", "s"], where)
+        assert got.column("s").type == pa.string()
+        assert [x.as_buffer().to_pybytes() if x.is_valid else None for x in got.column("s")] == \
+            [x.as_buffer().to_pybytes() if x.is_valid else None for x in want.column("s")][:got.num_rows]
