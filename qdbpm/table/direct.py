@@ -261,6 +261,20 @@ def decode(pm, rgs, cols, blobs, fields, ks, all_null=(), rows=None, parallel=Tr
     return _in_lanes([task(i) for i in range(len(cols))], sizes, parallel and sum(sizes) >= PARALLEL_BYTES)
 
 
+def _held(kind, field, unscaled):
+    return kind == _DECIMAL and field.name in unscaled
+
+
+def predicate_table(pm, rgs, cols, blobs, fields, ks, all_null, unscaled=(), parallel=True) -> pa.Table:
+    """A filter pass's table: columns `cols` decoded, the DECIMAL ones named in `unscaled` held as
+    their unscaled int64 values (prune.arrow.unscaled_field); no column: the rows' count only."""
+    f1 = [unscaled_field(f.name, f.type) if _held(k, f, unscaled) else f for f, k in zip(fields, ks)]
+    k1 = [_UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)]
+    if not cols:
+        return pa.table({"_": pa.nulls(int(sum(int(pm.num_rows[r]) for r in rgs)))}).select([])
+    return pa.Table.from_arrays(decode(pm, rgs, cols, blobs, f1, k1, all_null, parallel=parallel), schema=pa.schema(f1))
+
+
 def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=()) -> pa.Table:
     """Late materialisation: the predicate's columns (`pred_cols` of `cols`) first; `matching(table)`
     gives the row numbers of that table that match (ascending); then the other columns at those
@@ -272,7 +286,7 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     while this thread decodes and filters the predicate's, then splits its own lane."""
     first = [i for i, c in enumerate(cols) if c in pred_cols]
     rest = [i for i, c in enumerate(cols) if c not in pred_cols]
-    held = {i for i in first if ks[i] == _DECIMAL and fields[i].name in unscaled}
+    held = {i for i in first if _held(ks[i], fields[i], unscaled)}
     all_null = set(all_null)
     later = [cols[i] for i in rest]
     sizes = _sizes(rgs, later, blobs)
@@ -283,11 +297,9 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
 
     ahead = [_executor().submit(split_lane, lane) for lane in lanes[1:]]
     try:
-        f1 = [unscaled_field(fields[i].name, fields[i].type) if i in held else fields[i] for i in first]
-        arrays = decode(pm, rgs, [cols[i] for i in first], blobs, f1,
-                        [_UNSCALED if i in held else ks[i] for i in first], all_null, parallel=not ahead)
+        t = predicate_table(pm, rgs, [cols[i] for i in first], blobs, [fields[i] for i in first],
+                            [ks[i] for i in first], all_null, unscaled, parallel=not ahead)
         n = int(sum(int(pm.num_rows[r]) for r in rgs))
-        t = pa.Table.from_arrays(arrays, schema=pa.schema(f1)) if first else pa.table({"_": pa.nulls(n)}).select([])
         rows = np.asarray(matching(t), np.int64)
         if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
             raise ParquetFormatError("filter pass gave rows out of order or range")  # never: a guard

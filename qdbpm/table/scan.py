@@ -333,6 +333,17 @@ class Scan:
         schemas = self.table.column_schemas(p.name, footer=self.footer)
         if unit.full or p.residual is None:
             return int(np.asarray(unit.pm.num_rows, np.int64)[unit.row_groups].sum())
+        if DIRECT and not p.views and unit.columns:
+            fields = schemas.fields(unit.pm, unit.columns)
+            ks = direct.kinds(unit.pm, unit.row_groups, unit.columns, schemas, fields)
+            if ks is not None:
+                try:
+                    t = direct.predicate_table(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
+                                               unit.plan.all_null, unscaled_ok(p.residual, pa.schema(fields)))
+                    t = self._with_keys(t, p, p.needs)
+                    return len(matching_rows(t, self._filter(p.residual, t.schema)))
+                except (direct.Unsupported, ParquetFormatError):
+                    pass  # pyarrow's reader decides, its errors included
         if unit.plan.all_null or p.views or not unit.columns:
             t = decode_partition(unit.pm, unit.row_groups, unit.columns, blobs, unit.plan.all_null, schemas, p.views)
         else:  # every chunk fetched, none all-null: decode them directly

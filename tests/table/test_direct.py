@@ -141,6 +141,8 @@ def test_direct_reads_equal_pyarrow(roots, where):
         assert same(_sorted(got), _sorted(want)), (name, where)
         ref = _reference(root, list(want.column_names), where)
         assert same(got, ref), (name, where)
+        with qdbpm.open_table(root) as t:
+            assert t.scan(where).count() == want.num_rows, (name, where)
 
 
 def test_direct_path_is_taken_for_the_shapes_it_reads(roots):
