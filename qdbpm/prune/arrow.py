@@ -19,6 +19,7 @@ from . import expr as E
 from . import residual as R
 from .literals import ALWAYS, NEVER, Domain, bad_literal, int_bound, literal, not_boolean, out_of_range
 from .names import Names
+from .rows import unscaled_type
 from ..errors import PredicateError
 from ..pm.qdb_types import KIND_BYTES, KIND_FLOAT, KIND_INT
 
@@ -97,53 +98,6 @@ def _int_cmp(ref, t, op, q, carrier=None):
     return _apply(ref, op, pa.scalar(c, carrier) if carrier is not None else _scalar(t, c))
 
 
-# --- unscaled decimals: a filter pass may hold a DECIMAL column as its unscaled int64 values ------
-# (qdbpm.table.direct: comparing int64s costs a tenth of comparing decimal128s). The field says so
-# in its metadata; only the leaves of `unscaled_ok` may read such a column (a residual's SQL values
-# and arithmetic need the real type).
-UNSCALED_KEY = b"qdbpm.unscaled_decimal"
-
-
-def unscaled_field(name, t) -> pa.Field:
-    """An int64 field holding DECIMAL type t's unscaled values (value x 10^scale)."""
-    return pa.field(name, pa.int64(), metadata={UNSCALED_KEY: f"{t.precision},{t.scale}".encode()})
-
-
-def _unscaled_type(name, schema, exact=True):
-    """The DECIMAL type a column held unscaled stands for, or None."""
-    i = Names(schema.names).find(name, exact)
-    md = schema.field(i).metadata if i is not None else None
-    if not md or UNSCALED_KEY not in md:
-        return None
-    precision, scale = (int(x) for x in md[UNSCALED_KEY].split(b","))
-    return pa.decimal128(precision, scale)
-
-
-def unscaled_ok(e, schema) -> set:
-    """Names (in `schema`) of columns that `e` reads only in leaf comparisons with literals (Cmp,
-    Between, In, IS [NOT] NULL): the ones a filter pass may hold unscaled."""
-    leaves, other = set(), set()
-
-    def walk(x):
-        if isinstance(x, (E.And, E.Or)):
-            for c in x.children:
-                walk(c)
-        elif isinstance(x, E.Not):
-            walk(x.child)
-        elif isinstance(x, (E.Cmp, E.Between, E.In, E.IsNull, E.IsNotNull)):
-            i = Names(schema.names).find(x.column, x.exact)
-            if i is not None:
-                leaves.add(schema.names[i])
-        elif not isinstance(x, E.Literal):
-            for name in x.columns():
-                i = Names(schema.names).find(name, False)
-                other.add(schema.names[i] if i is not None else name)
-                other.add(name)
-
-    walk(e)
-    return leaves - other
-
-
 def _false_unless_null(ref, truth: bool):
     """TRUE (or FALSE) for every non-null value and null for nulls, like a real comparison."""
     valid = pc.is_valid(ref)
@@ -163,7 +117,7 @@ def _scalar(t, k: int):
 
 def _leaf_cmp(name, op, value, schema, exact=True):
     ref, t = _field_ref(name, schema, exact)
-    dec = _unscaled_type(name, schema, exact)
+    dec = unscaled_type(name, schema, exact)
     if dec is not None:
         if isinstance(value, (bool, np.bool_)):
             raise not_boolean(name, str(dec))
@@ -224,7 +178,7 @@ def to_arrow(e: E.Expr, schema: pa.Schema) -> pc.Expression:
         return pc.scalar(bool(e.value))
     if isinstance(e, R.Residual):
         for name in e.columns():
-            if _unscaled_type(name, schema, False) is not None:
+            if unscaled_type(name, schema, False) is not None:
                 raise PredicateError(f"column {name!r} is held unscaled; a residual needs its decimal values")
         R.check(e, lambda name, exact: value_type(_field_ref(name, schema, exact)[1]), lambda x: to_arrow(x, schema))
         return _residual(e, schema)
@@ -259,7 +213,7 @@ def _ordered_key(name, value, schema, exact=True):
     if isinstance(value, (bool, np.bool_)):
         return int(value)  # FALSE < TRUE (a non-BOOLEAN column refuses it in _leaf_cmp)
     _, t = _field_ref(name, schema, exact)
-    t = _unscaled_type(name, schema, exact) or t
+    t = unscaled_type(name, schema, exact) or t
     if isinstance(t, pa.BaseExtensionType):
         t = t.storage_type
     if pa.types.is_dictionary(t):
@@ -271,21 +225,6 @@ def _ordered_key(name, value, schema, exact=True):
     if isinstance(value, uuid.UUID):
         return value.bytes
     return value
-
-
-def matching_rows(table: pa.Table, expr: pc.Expression) -> np.ndarray:
-    """Row numbers (int64, ascending) of `table` where `expr` (a to_arrow expression) is TRUE: the
-    rows `table.filter(expr)` keeps, found by one projection in this thread, without the filtered
-    copy of every column the filter makes (a late reader takes the other columns' rows itself)."""
-    from pyarrow.acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
-
-    plan = Declaration.from_sequence([Declaration("table_source", TableSourceNodeOptions(table)),
-                                      Declaration("project", ProjectNodeOptions([expr], ["m"]))])
-    m = plan.to_table(use_threads=False).column(0)
-    if len(m) != table.num_rows or not pa.types.is_boolean(m.type):
-        raise PredicateError(f"the filter gave {len(m)} values of {m.type} for {table.num_rows} rows")
-    keep = m.fill_null(False).to_numpy()
-    return np.flatnonzero(keep).astype(np.int64, copy=False)
 
 
 def filter_table(table: pa.Table, e: E.Expr) -> pa.Table:

@@ -23,7 +23,7 @@ from ..parquet import constants as PQ
 from ..parquet import pages
 from ..parquet.compact import T
 from ..pm import layout as L
-from ..prune.arrow import unscaled_field
+from ..prune.rows import unscaled_field
 
 Unsupported = pages.Unsupported
 
@@ -267,7 +267,7 @@ def _held(kind, field, unscaled):
 
 def predicate_table(pm, rgs, cols, blobs, fields, ks, all_null, unscaled=(), parallel=True) -> pa.Table:
     """A filter pass's table: columns `cols` decoded, the DECIMAL ones named in `unscaled` held as
-    their unscaled int64 values (prune.arrow.unscaled_field); no column: the rows' count only."""
+    their unscaled int64 values (prune.rows.unscaled_field); no column: the rows' count only."""
     f1 = [unscaled_field(f.name, f.type) if _held(k, f, unscaled) else f for f, k in zip(fields, ks)]
     k1 = [_UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)]
     if not cols:
@@ -279,7 +279,7 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     """Late materialisation: the predicate's columns (`pred_cols` of `cols`) first; `matching(table)`
     gives the row numbers of that table that match (ascending); then the other columns at those
     rows only. The result has `cols` in order (matching rows only). `unscaled`: names of DECIMAL
-    predicate columns the filter may read as their unscaled int64 values (prune.arrow.unscaled_ok);
+    predicate columns the filter may read as their unscaled int64 values (prune.rows.unscaled_ok);
     they are widened to their type for the kept rows only.
 
     The other columns are split into lanes as `decode` does; the pool's lanes decompress theirs

@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ParquetFormatError, PmError
-from ..prune.arrow import matching_rows, to_arrow, unscaled_ok
+from ..prune.arrow import to_arrow
+from ..prune.rows import matching_rows, unscaled_ok
 from ..prune.filters import as_predicate
 from . import direct
 from .decode import (

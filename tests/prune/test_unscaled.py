@@ -1,4 +1,4 @@
-"""Filtering a DECIMAL column held as its unscaled int64 values (prune.arrow.unscaled_field, the
+"""Filtering a DECIMAL column held as its unscaled int64 values (prune.rows.unscaled_field, the
 direct reader's filter pass) keeps exactly the rows the decimal128 column keeps, for every
 comparison, BETWEEN and IN with literals that fit the scale and literals that do not; columns a
 residual reads are never held unscaled; matching_rows gives the rows Table.filter keeps."""
@@ -11,6 +11,7 @@ import pytest
 
 from qdbpm.errors import PredicateError
 from qdbpm.prune import arrow as A
+from qdbpm.prune import rows as Rw
 from qdbpm.prune.filters import where_text
 
 OPS = ["=", "!=", "<", "<=", ">", ">="]
@@ -30,7 +31,7 @@ def tables(seed):
     held = pa.array(u, pa.int64(), mask=mask)
     plain = pa.table({"x": dec, "k": np.arange(n)})
     unscaled = pa.Table.from_arrays([held, pa.array(np.arange(n))],
-                                    schema=pa.schema([A.unscaled_field("x", t), pa.field("k", pa.int64())]))
+                                    schema=pa.schema([Rw.unscaled_field("x", t), pa.field("k", pa.int64())]))
     return rng, scale, plain, unscaled
 
 
@@ -55,17 +56,17 @@ def test_unscaled_filters_keep_the_decimal_rows(seed):
         for e in (where_text(f"x {op} {a}"),
                   where_text(f"x BETWEEN {a} AND {b}"), where_text(f"x IN ({a}, {b})"),
                   where_text(f"x {op} {a} OR k = 3"), where_text(f"NOT (x {op} {b}) AND x IS NOT NULL")):
-            assert "x" in A.unscaled_ok(e, unscaled.schema)
+            assert "x" in Rw.unscaled_ok(e, unscaled.schema)
             want = plain.filter(A.to_arrow(e, plain.schema)).column("k")
             got = unscaled.filter(A.to_arrow(e, unscaled.schema)).column("k")
             assert got.equals(want), (e, scale)
-            rows = A.matching_rows(plain, A.to_arrow(e, plain.schema))
+            rows = Rw.matching_rows(plain, A.to_arrow(e, plain.schema))
             assert rows.tolist() == want.to_pylist()
 
 
 def test_a_residual_reader_keeps_the_decimal_type():
     _, _, plain, unscaled = tables(1)
     e = where_text("x * 2 > 1 AND x < 5")
-    assert "x" not in A.unscaled_ok(e, unscaled.schema)
+    assert "x" not in Rw.unscaled_ok(e, unscaled.schema)
     with pytest.raises(PredicateError, match="unscaled"):
         A.to_arrow(e, unscaled.schema)
