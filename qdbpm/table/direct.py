@@ -195,12 +195,16 @@ def _lanes(sizes, n):
 
 
 _pool = None
+_pool_pid = None
 
 
 def _executor():
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=LANES - 1, thread_name_prefix="qdbpm-decode")
+    """The shared decode pool of this process. A forked child gets its own: the parent's pool
+    object survives a fork without its threads, and work queued on it would never run."""
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():
+        _pool = ThreadPoolExecutor(max_workers=max(1, LANES - 1), thread_name_prefix="qdbpm-decode")
+        _pool_pid = os.getpid()
     return _pool
 
 

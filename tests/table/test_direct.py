@@ -430,3 +430,23 @@ def test_spark_written_files_read_directly_and_equal_pyarrow(spark, tmp_path):
         schemas = t.column_schemas("part=0")
         cols = list(range(pm.column_count))
         assert direct.kinds(pm, list(range(pm.row_group_count)), cols, schemas, schemas.fields(pm, cols)) is not None
+
+
+def test_a_forked_child_decodes_with_its_own_pool(roots, monkeypatch):
+    """The shared decode pool is per process: a child forked after the parent used it would
+    otherwise queue work on threads that do not exist in it, and hang."""
+    import multiprocessing as mp
+
+    monkeypatch.setattr(direct, "PARALLEL_BYTES", 0)  # every unit in lanes, the pool in use
+    monkeypatch.setattr(direct, "LANES", 2)
+    root = roots["pyarrow-snappy-v1-dict"]
+    want = read_table(root, None, "k < 2000")  # the parent's pool is up (lanes run on it)
+    assert direct._pool is not None
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        rows = pool.apply_async(_child_rows, (root,)).get(timeout=60)
+    assert rows == want.num_rows
+
+
+def _child_rows(root):
+    return read_table(root, None, "k < 2000").num_rows
