@@ -303,3 +303,21 @@ def parse(text: str) -> Expr:
     from .sql import parse_sql
 
     return parse_sql(text)
+
+
+def atoms(e) -> list:
+    """The leaves of `e` (every node but And / Or / Not / Literal), in order, each node once."""
+    out, seen = [], set()
+
+    def walk(n):
+        if isinstance(n, (And, Or)):
+            for c in n.children:
+                walk(c)
+        elif isinstance(n, Not):
+            walk(n.child)
+        elif not isinstance(n, Literal) and id(n) not in seen:
+            seen.add(id(n))
+            out.append(n)
+
+    walk(e)
+    return out

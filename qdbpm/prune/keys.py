@@ -23,29 +23,12 @@ import numpy as np
 import pyarrow as pa
 
 from . import expr as E
+from .expr import atoms
 from .arrow import to_arrow
 from .names import Names
 from ..errors import PredicateError
 
 _FALSE, _TRUE, _NULL = 0, 1, 2  # an atom's value in one partition
-
-
-def atoms(e) -> list:
-    """The leaves of `e` (every node but And / Or / Not / Literal), in order, each node once."""
-    out, seen = [], set()
-
-    def walk(n):
-        if isinstance(n, (E.And, E.Or)):
-            for c in n.children:
-                walk(c)
-        elif isinstance(n, E.Not):
-            walk(n.child)
-        elif not isinstance(n, E.Literal) and id(n) not in seen:
-            seen.add(id(n))
-            out.append(n)
-
-    walk(e)
-    return out
 
 
 def resolved_columns(atom, names: Names) -> set | None:

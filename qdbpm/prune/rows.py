@@ -39,24 +39,17 @@ def unscaled_ok(e, schema) -> set:
     """Names (in `schema`) of columns that `e` reads only in leaf comparisons with literals (Cmp,
     Between, In, IS [NOT] NULL): the ones a filter pass may hold unscaled."""
     leaves, other = set(), set()
-
-    def walk(x):
-        if isinstance(x, (E.And, E.Or)):
-            for c in x.children:
-                walk(c)
-        elif isinstance(x, E.Not):
-            walk(x.child)
-        elif isinstance(x, (E.Cmp, E.Between, E.In, E.IsNull, E.IsNotNull)):
-            i = Names(schema.names).find(x.column, x.exact)
+    names = Names(schema.names)
+    for x in E.atoms(e):
+        if isinstance(x, (E.Cmp, E.Between, E.In, E.IsNull, E.IsNotNull)):
+            i = names.find(x.column, x.exact)
             if i is not None:
                 leaves.add(schema.names[i])
-        elif not isinstance(x, E.Literal):
+        else:  # a residual (or any other node): its columns keep their real types
             for name in x.columns():
-                i = Names(schema.names).find(name, False)
+                i = names.find(name, False)
                 other.add(schema.names[i] if i is not None else name)
                 other.add(name)
-
-    walk(e)
     return leaves - other
 
 
