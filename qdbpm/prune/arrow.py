@@ -117,7 +117,7 @@ def _scalar(t, k: int):
 
 def _leaf_cmp(name, op, value, schema, exact=True):
     ref, t = _field_ref(name, schema, exact)
-    dec = unscaled_type(name, schema, exact)
+    dec = unscaled_type(name, schema, exact) if t == pa.int64() else None  # held columns are int64
     if dec is not None:
         if isinstance(value, (bool, np.bool_)):
             raise not_boolean(name, str(dec))
@@ -213,7 +213,7 @@ def _ordered_key(name, value, schema, exact=True):
     if isinstance(value, (bool, np.bool_)):
         return int(value)  # FALSE < TRUE (a non-BOOLEAN column refuses it in _leaf_cmp)
     _, t = _field_ref(name, schema, exact)
-    t = unscaled_type(name, schema, exact) or t
+    t = (unscaled_type(name, schema, exact) if t == pa.int64() else None) or t
     if isinstance(t, pa.BaseExtensionType):
         t = t.storage_type
     if pa.types.is_dictionary(t):

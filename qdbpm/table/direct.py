@@ -104,10 +104,15 @@ def _kind(el, ptype, t):
 
 def kinds(pm, rgs, cols, schemas, fields):
     """Per column of `cols`, how it is built here; None when any column or chunk of row groups
-    `rgs` is not this path's (the unit goes to pyarrow whole)."""
+    `rgs` is not this path's (the unit goes to pyarrow whole). The per-column part depends on the
+    column schema only and is kept on `schemas`; the chunks' encodings and codecs are per unit."""
     sub = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))]
     if (sub["encodings"].astype(np.int64) & ~_ENCODINGS_OK).any() or not set(np.unique(sub["codec"]).tolist()) <= _CODECS_OK:
         return None
+    return schemas.cached(("direct kinds", tuple(cols)), lambda: _column_kinds(pm, cols, schemas, fields))
+
+
+def _column_kinds(pm, cols, schemas, fields):
     out = []
     for c, f in zip(cols, fields):
         d = pm.columns[c]
@@ -272,10 +277,10 @@ def _held(kind, field, unscaled):
 def predicate_table(pm, rgs, cols, blobs, fields, ks, all_null, unscaled=(), parallel=True) -> pa.Table:
     """A filter pass's table: columns `cols` decoded, the DECIMAL ones named in `unscaled` held as
     their unscaled int64 values (prune.rows.unscaled_field); no column: the rows' count only."""
-    f1 = [unscaled_field(f.name, f.type) if _held(k, f, unscaled) else f for f, k in zip(fields, ks)]
-    k1 = [_UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)]
     if not cols:
         return pa.table({"_": pa.nulls(int(sum(int(pm.num_rows[r]) for r in rgs)))}).select([])
+    f1 = [unscaled_field(f.name, f.type) if _held(k, f, unscaled) else f for f, k in zip(fields, ks)]
+    k1 = [_UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)]
     return pa.Table.from_arrays(decode(pm, rgs, cols, blobs, f1, k1, all_null, parallel=parallel), schema=pa.schema(f1))
 
 

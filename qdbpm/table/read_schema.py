@@ -165,6 +165,14 @@ class ColumnSchemas:
         schema, kv = fixed
         return build_file_metadata(schema, row_groups, created_by=self.created_by, key_value_metadata=kv)
 
+    def cached(self, key, make):
+        """make(), computed once per key for these schemas (a derived fact of the column schema,
+        such as `table.direct`'s per-column kinds); `key` must not collide with this class's own."""
+        key = ("derived", key)
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
     def fields(self, pm, columns) -> list:
         """pyarrow's Arrow fields for `columns`: the schema of a file with this footer."""
         key = ("fields", tuple(columns))

@@ -334,17 +334,15 @@ class Scan:
         schemas = self.table.column_schemas(p.name, footer=self.footer)
         if unit.full or p.residual is None:
             return int(np.asarray(unit.pm.num_rows, np.int64)[unit.row_groups].sum())
-        if DIRECT and not p.views and unit.columns:
-            fields = schemas.fields(unit.pm, unit.columns)
-            ks = direct.kinds(unit.pm, unit.row_groups, unit.columns, schemas, fields)
-            if ks is not None:
-                try:
-                    t = direct.predicate_table(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
-                                               unit.plan.all_null, unscaled_ok(p.residual, pa.schema(fields)))
-                    t = self._with_keys(t, p, p.needs)
-                    return len(matching_rows(t, self._filter(p.residual, t.schema)))
-                except (direct.Unsupported, ParquetFormatError):
-                    pass  # pyarrow's reader decides, its errors included
+        taken = self._direct_kinds(unit, p, schemas)
+        if taken is not None:
+            fields, ks = taken
+            try:
+                t = direct.predicate_table(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
+                                           unit.plan.all_null, unscaled_ok(p.residual, pa.schema(fields)))
+                return len(self._matching(p, t))
+            except (direct.Unsupported, ParquetFormatError):
+                pass  # pyarrow's reader decides, its errors included
         if unit.plan.all_null or p.views or not unit.columns:
             t = decode_partition(unit.pm, unit.row_groups, unit.columns, blobs, unit.plan.all_null, schemas, p.views)
         else:  # every chunk fetched, none all-null: decode them directly
@@ -368,8 +366,9 @@ class Scan:
         p = self._by_name[unit.partition]
         schemas = self.table.column_schemas(p.name, footer=self.footer)
         filtered = not unit.full and p.residual is not None
-        if DIRECT and not p.views and unit.columns:
-            t = self._decode_direct(unit, blobs, p, schemas, filtered)
+        taken = self._direct_kinds(unit, p, schemas)
+        if taken is not None:
+            t = self._decode_direct(unit, blobs, p, *taken, filtered)
             if t is not None:
                 return self._with_keys(t, p, [k for k in self.keys if k in self.columns])
         late = []
@@ -387,24 +386,28 @@ class Scan:
                 t = t.set_column(i, f, t.column(i).cast(f.type))
         return self._with_keys(t, p, [k for k in self.keys if k in self.columns])
 
-    def _decode_direct(self, unit, blobs, p, schemas, filtered):
-        """`_decode` without pyarrow's reader (`direct`), or None where that path does not take the
-        unit: then pyarrow's reader decides, its errors included."""
+    def _direct_kinds(self, unit, p, schemas):
+        """(fields, kinds) when `direct` decodes this unit, else None (pyarrow's reader does)."""
+        if not DIRECT or p.views or not unit.columns:
+            return None
         fields = schemas.fields(unit.pm, unit.columns)
         ks = direct.kinds(unit.pm, unit.row_groups, unit.columns, schemas, fields)
-        if ks is None:
-            return None
+        return None if ks is None else (fields, ks)
+
+    def _matching(self, p, t):
+        """Row numbers of a filter pass's table `t` (p's columns) where p's residual is TRUE."""
+        t = self._with_keys(t, p, p.needs)
+        return matching_rows(t, self._filter(p.residual, t.schema))
+
+    def _decode_direct(self, unit, blobs, p, fields, ks, filtered):
+        """`_decode` without pyarrow's reader (`direct`), or None where a chunk turns out not to be
+        that path's: then pyarrow's reader decides, its errors included."""
         try:
             if not filtered:
                 arrays = direct.decode(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks, unit.plan.all_null)
                 return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-
-            def matching(t):
-                t = self._with_keys(t, p, p.needs)
-                return matching_rows(t, self._filter(p.residual, t.schema))
-
             return direct.decode_filtered(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
-                                          unit.plan.all_null, set(p.pred_cols), matching,
+                                          unit.plan.all_null, set(p.pred_cols), lambda t: self._matching(p, t),
                                           unscaled_ok(p.residual, pa.schema(fields)))
         except (direct.Unsupported, ParquetFormatError):
             return None
