@@ -1,10 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Kernels of the block encoder (pm/encoder.py): lay each row group's fixed block part (NUM_ROWS,
-then its chunk records with the derived stat fields) at its block's offset in one pass, and copy
-out-of-line stat bytes range by range. They replace numpy passes that each made a 5 MB temporary
-(a structured copy alone cost ~3 ms at 80,000 records). Every index and range is checked against
-its buffer before anything is written; values are stored little-endian byte by byte, whatever the
-host's byte order."""
+"""Kernel of the block encoder (pm/encoder.py) for blocks with out-of-line bytes: `ool_layout`
+sizes each row group's out-of-line region, `fill_blocks` writes whole blocks in one pass per row
+group: NUM_ROWS, the chunk records with their derived stat fields (STAT_FLAGS, STAT_SIZES, the
+inline slots or out-of-line references), the out-of-line stat bytes and bloom bitsets, and the
+zero padding. One pass keeps each footer-sized input hot once, where separate numpy passes and
+kernels each missed cache on it (~7 ms of a 10,000 x 8 file). Every index and range is checked
+before anything is written; values are stored little-endian byte by byte, whatever the host's
+byte order. The reference is the per-row Python encoder in tests/pm/test_encode_kernel.py."""
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memset
@@ -19,24 +21,125 @@ cdef enum:
     AT_RESERVED = 4
     AT_MIN = 48
     AT_MAX = 56
+    OOL_LENGTH_BITS = 16  # layout.OOL_LENGTH_BITS: reference = (offset << 16) | length
+    ALIGN = 8  # layout.BLOCK_ALIGN
+
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    static inline uint64_t qdbpm_le64(uint64_t v) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        return __builtin_bswap64(v);
+    #else
+        return v;
+    #endif
+    }
+    """
+    uint64_t le64 "qdbpm_le64"(uint64_t v) nogil  # host <-> little-endian (its own inverse)
+
+# LOW_BYTES[m]: the low m bytes of a u64 (m = 0..8).
+cdef uint64_t LOW_BYTES[9]
+LOW_BYTES[:] = [0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFF, 0xFFFFFFFFFFFF, 0xFFFFFFFFFFFFFF,
+                0xFFFFFFFFFFFFFFFF]
 
 
 cdef inline void put_u64(uint8_t* p, uint64_t v) noexcept nogil:
-    cdef int k
-    for k in range(8):
-        p[k] = <uint8_t>(v >> (8 * k))
+    v = le64(v)
+    memcpy(p, &v, 8)
+
+
+cdef inline int64_t align(int64_t n) noexcept nogil:
+    return (n + (ALIGN - 1)) & ~(<int64_t>ALIGN - 1)
+
+
+cdef inline int64_t region_size(const int64_t[:, :, :] length, const int64_t[:, :] bl_len, Py_ssize_t r,
+                                Py_ssize_t i, Py_ssize_t C, int64_t inline_max, int64_t ool_max,
+                                bint blooms) noexcept nogil:
+    """Bytes of the out-of-line region of row group r (position i): per column its out-of-line
+    min, then max, then, when it has a bitset, the pad to 8 and [i32 length][bitset]."""
+    cdef int64_t q = 0, m
+    cdef Py_ssize_t c
+    for c in range(C):
+        m = length[r, c, 0]
+        if inline_max < m <= ool_max:
+            q += m
+        m = length[r, c, 1]
+        if inline_max < m <= ool_max:
+            q += m
+        if blooms and bl_len[i, c] >= 0:
+            q = align(q) + 4 + bl_len[i, c]
+    return q
+
+
+cdef int check_common(const int64_t[:, :, :] length, const int64_t[::1] rows, const int64_t[:, :] bl_len,
+                      Py_ssize_t R, Py_ssize_t C, int64_t inline_max, int64_t ool_max) except -1:
+    cdef Py_ssize_t n = rows.shape[0], i
+    if length.shape[0] != R or length.shape[1] != C or length.shape[2] != 2:
+        raise PmError(f"encode kernel: stat lengths are not ({R}, {C}, 2)")
+    if bl_len.shape[0] and (bl_len.shape[0] != n or bl_len.shape[1] != C):
+        raise PmError(f"encode kernel: bloom lengths are not ({n}, {C})")
+    if not 0 < inline_max <= 8 or not inline_max <= ool_max < (1 << OOL_LENGTH_BITS):
+        raise PmError("encode kernel: bad stat length limits")
+    for i in range(n):
+        if rows[i] < 0 or rows[i] >= R:
+            raise PmError(f"encode kernel: row group {rows[i]} of {R}")
+    return 0
+
+
+def ool_layout(const int64_t[:, :, :] length, const int64_t[::1] rows, const int64_t[:, :] bl_len,
+               int64_t inline_max, int64_t ool_max, int64_t[::1] size, int64_t[:, ::1] bloom_rel):
+    """size[i]: the out-of-line region's bytes of row group rows[i]; bloom_rel[i, c] (when
+    bl_len has rows): where column c's [i32 length][bitset] starts in it, -1 for none.
+    bl_len (len(rows), C): bitset lengths, -1 = none; a (0, 0) array when there are no blooms."""
+    cdef Py_ssize_t n = rows.shape[0], R = length.shape[0], C = length.shape[1], i, c
+    cdef bint blooms = bl_len.shape[0] != 0
+    cdef int64_t q, m, r
+    check_common(length, rows, bl_len, R, C, inline_max, ool_max)
+    if size.shape[0] != n or (blooms and (bloom_rel.shape[0] != n or bloom_rel.shape[1] != C)):
+        raise PmError(f"ool_layout: outputs are not ({n},) / ({n}, {C})")
+    with nogil:
+        for i in range(n):
+            r = rows[i]
+            if not blooms:
+                size[i] = region_size(length, bl_len, r, i, C, inline_max, ool_max, False)
+                continue
+            q = 0
+            for c in range(C):
+                m = length[r, c, 0]
+                if inline_max < m <= ool_max:
+                    q += m
+                m = length[r, c, 1]
+                if inline_max < m <= ool_max:
+                    q += m
+                bloom_rel[i, c] = -1
+                if bl_len[i, c] >= 0:
+                    q = align(q)
+                    bloom_rel[i, c] = q
+                    q += 4 + bl_len[i, c]
+            size[i] = q
 
 
 def fill_blocks(uint8_t[::1] out, const int64_t[::1] at, const int64_t[::1] rows,
                 const uint64_t[::1] num_rows, const uint8_t[:, ::1] chunks,
-                const uint8_t[:, :] flags, const uint8_t[:, :] sizes,
-                const uint64_t[:, :] mins, const uint64_t[:, :] maxs):
-    """For each i: at out[at[i]] the u64 num_rows[rows[i]], then the C records chunks[rows[i]]
-    (C * 64 bytes) with STAT_FLAGS, STAT_SIZES, MIN_STAT, MAX_STAT from flags / sizes / mins /
-    maxs[i, c] and RESERVED zeroed."""
+                const int64_t[:, :, :] start, const int64_t[:, :, :] length, const uint8_t[::1] data,
+                const uint8_t[::1] keep, const uint8_t[::1] put, int64_t inline_max, int64_t ool_max,
+                const int64_t[:, :] bl_len, const int64_t[:, :] bl_start, const uint8_t[::1] bl_data):
+    """All of `out`: for each i, at out[at[i]] (8-aligned, each after the previous block) the block of
+    row group rows[i]: u64 num_rows, its C records from chunks[r] with the stat fields derived
+    from its stat references (start / length into `data`), then its out-of-line region; zeros
+    everywhere else. Per stat of length m: inline when 1 <= m <= inline_max (its bytes in the low
+    bytes of the slot), out of line when m <= ool_max, else absent. STAT_FLAGS keep
+    keep[code] of the record's flags and set put[code], code = 3 * kind(min) + kind(max), kind
+    0 absent / 1 out of line / 2 inline. Bitsets: bl_len as in ool_layout, their bytes at
+    bl_data[bl_start[r, c]:]."""
     cdef Py_ssize_t n = at.shape[0], R = chunks.shape[0], width = chunks.shape[1]
-    cdef Py_ssize_t C = width // REC, size = out.shape[0], i, c
-    cdef int64_t r
+    cdef Py_ssize_t C = width // REC, size = out.shape[0], ds = data.shape[0], bs = bl_data.shape[0]
+    cdef Py_ssize_t fixed = 8 + width, i, c, k, j
+    cdef bint blooms = bl_len.shape[0] != 0
+    cdef int64_t r, m, s, p, q, end, prev = 0, base
+    cdef int kind[2]
+    cdef uint64_t v
     cdef uint8_t* rec
     if width % REC:
         raise PmError(f"fill_blocks: chunk rows of {width} bytes are not whole 64-byte records")
@@ -44,103 +147,73 @@ def fill_blocks(uint8_t[::1] out, const int64_t[::1] at, const int64_t[::1] rows
         raise PmError(f"fill_blocks: {rows.shape[0]} row groups for {n} offsets")
     if num_rows.shape[0] != R:
         raise PmError(f"fill_blocks: {num_rows.shape[0]} row counts for {R} row groups")
-    if (flags.shape[0] != n or flags.shape[1] != C or sizes.shape[0] != n or sizes.shape[1] != C
-            or mins.shape[0] != n or mins.shape[1] != C or maxs.shape[0] != n or maxs.shape[1] != C):
-        raise PmError(f"fill_blocks: stat fields are not ({n}, {C})")
+    check_common(length, rows, bl_len, R, C, inline_max, ool_max)
+    if start.shape[0] != R or start.shape[1] != C or start.shape[2] != 2:
+        raise PmError(f"fill_blocks: stat starts are not ({R}, {C}, 2)")
+    if blooms and (bl_start.shape[0] != R or bl_start.shape[1] != C):
+        raise PmError(f"fill_blocks: bloom starts are not ({R}, {C})")
+    if keep.shape[0] != 9 or put.shape[0] != 9:
+        raise PmError("fill_blocks: bad flag tables")
     for i in range(n):
-        if rows[i] < 0 or rows[i] >= R:
-            raise PmError(f"fill_blocks: row group {rows[i]} of {R}")
-        if at[i] < 0 or at[i] > size - 8 - width:
-            raise PmError(f"fill_blocks: block {i} at {at[i]} does not fit the {size}-byte buffer")
-    with nogil:
-        for i in range(n):
-            r = rows[i]
-            put_u64(&out[at[i]], num_rows[r])
-            if width:
-                memcpy(&out[at[i] + 8], &chunks[r, 0], width)
-            for c in range(C):
-                rec = &out[at[i] + 8 + c * REC]
-                rec[AT_STAT_FLAGS] = flags[i, c]
-                rec[AT_STAT_SIZES] = sizes[i, c]
-                memset(rec + AT_RESERVED, 0, 4)
-                put_u64(rec + AT_MIN, mins[i, c])
-                put_u64(rec + AT_MAX, maxs[i, c])
-
-
-def copy_ranges(uint8_t[::1] out, const int64_t[::1] dst, const uint8_t[::1] src,
-                const int64_t[::1] src_start, const int64_t[::1] lengths):
-    """out[dst[k] : dst[k] + lengths[k]] = src[src_start[k] : src_start[k] + lengths[k]]; zero or
-    negative lengths copy nothing."""
-    cdef Py_ssize_t n = lengths.shape[0], k, so = out.shape[0], ss = src.shape[0]
-    if dst.shape[0] != n or src_start.shape[0] != n:
-        raise PmError(f"copy_ranges: {dst.shape[0]} / {src_start.shape[0]} starts for {n} lengths")
-    for k in range(n):
-        if lengths[k] > 0 and (dst[k] < 0 or dst[k] > so - lengths[k]
-                               or src_start[k] < 0 or src_start[k] > ss - lengths[k]):
-            raise PmError(f"copy_ranges: range {k} ({lengths[k]} bytes from {src_start[k]} to "
-                          f"{dst[k]}) is outside its buffers ({ss} / {so} bytes)")
-    with nogil:
-        for k in range(n):
-            if lengths[k] > 0:
-                memcpy(&out[dst[k]], &src[src_start[k]], lengths[k])
-
-
-def stat_slots(const int64_t[:, :, :] start, const int64_t[:, :, :] length, const uint8_t[::1] data,
-               const uint8_t[:, :] src_flags, const int64_t[::1] rows, const uint8_t[::1] keep,
-               const uint8_t[::1] put, int64_t inline_max, int64_t ool_max,
-               uint8_t[:, ::1] flags, uint8_t[:, ::1] sizes, uint64_t[:, :, ::1] slots, int64_t[:, :, ::1] ool):
-    """pm/stat_slots.py StatSlots.block over row groups `rows`, in one pass (that numpy version
-    stays the reference, tests/pm/test_encode_kernel.py): per chunk and stat (min, max) of
-    length n, absent unless 1 <= n <= ool_max, inline when n <= inline_max (its bytes in the low
-    bytes of the slot), else out of line (its length in `ool`). STAT_FLAGS keep `keep[code]` of
-    the footer's flags and set `put[code]`, code = 3 * kind(min) + kind(max). Returns whether any
-    stat is out of line."""
-    cdef Py_ssize_t n = rows.shape[0], C = src_flags.shape[1], R = src_flags.shape[0]
-    cdef Py_ssize_t size = data.shape[0], i, c, k, j
-    cdef int64_t r, m, s
-    cdef int kind[2]
-    cdef uint64_t v
-    cdef bint any_ool = False
-    if (start.shape[0] != R or start.shape[1] != C or start.shape[2] != 2 or length.shape[0] != R
-            or length.shape[1] != C or length.shape[2] != 2):
-        raise PmError(f"stat_slots: stat references are not ({R}, {C}, 2)")
-    if (flags.shape[0] != n or flags.shape[1] != C or sizes.shape[0] != n or sizes.shape[1] != C
-            or slots.shape[0] != n or slots.shape[1] != C or slots.shape[2] != 2
-            or ool.shape[0] != n or ool.shape[1] != C or ool.shape[2] != 2):
-        raise PmError(f"stat_slots: outputs are not ({n}, {C}[, 2])")
-    if keep.shape[0] != 9 or put.shape[0] != 9 or not 0 < inline_max <= 8 or ool_max < inline_max:
-        raise PmError("stat_slots: bad flag tables or limits")
-    for i in range(n):
-        if rows[i] < 0 or rows[i] >= R:
-            raise PmError(f"stat_slots: row group {rows[i]} of {R}")
+        r = rows[i]
         for c in range(C):
             for k in range(2):
-                m = length[rows[i], c, k]
-                s = start[rows[i], c, k]
-                if 1 <= m <= ool_max and (s < 0 or s > size - m):
+                m = length[r, c, k]
+                s = start[r, c, k]
+                if 1 <= m <= ool_max and (s < 0 or s > ds - m):
                     raise PmError("stat bytes reference outside their buffer")
+            if blooms and bl_len[i, c] >= 0 and (bl_start[r, c] < 0 or bl_start[r, c] > bs - bl_len[i, c]
+                                                 or bl_len[i, c] > 0x7FFFFFFF):
+                raise PmError(f"bloom bitset of row group {r} column {c} lies outside its buffer")
+        end = at[i] + fixed + region_size(length, bl_len, r, i, C, inline_max, ool_max, blooms)
+        if at[i] < prev or at[i] % ALIGN or end > size:
+            raise PmError(f"fill_blocks: block {i} at {at[i]} does not fit the {size}-byte buffer "
+                          f"after the previous block's end {prev}")
+        prev = end
     with nogil:
+        prev = 0
         for i in range(n):
             r = rows[i]
+            p = at[i]
+            memset(&out[prev], 0, p - prev)
+            put_u64(&out[p], num_rows[r])
+            if width:
+                memcpy(&out[p + 8], &chunks[r, 0], width)
+            base = p + fixed
+            q = base
             for c in range(C):
+                rec = &out[p + 8 + c * REC]
                 for k in range(2):
                     m = length[r, c, k]
+                    s = start[r, c, k]
                     kind[k] = 0
-                    slots[i, c, k] = 0
-                    ool[i, c, k] = 0
+                    v = 0
                     if 1 <= m <= inline_max:
                         kind[k] = 2
-                        s = start[r, c, k]
-                        v = 0
-                        for j in range(m):
-                            v |= (<uint64_t>data[s + j]) << (8 * j)
-                        slots[i, c, k] = v
+                        if s <= ds - 8:  # one unaligned load, cut to the payload's m bytes
+                            memcpy(&v, &data[s], 8)
+                            v = le64(v) & LOW_BYTES[m]
+                        else:
+                            for j in range(m):
+                                v |= (<uint64_t>data[s + j]) << (8 * j)
                     elif 1 <= m <= ool_max:
                         kind[k] = 1
-                        ool[i, c, k] = m
-                        any_ool = True
+                        v = ((<uint64_t>(q - base)) << OOL_LENGTH_BITS) | <uint64_t>m
+                        memcpy(&out[q], &data[s], m)
+                        q += m
+                    put_u64(rec + AT_MIN + 8 * k, v)
                 j = 3 * kind[0] + kind[1]
-                flags[i, c] = (src_flags[r, c] & keep[j]) | put[j]
-                sizes[i, c] = <uint8_t>((length[r, c, 0] if kind[0] == 2 else 0)
-                                        | ((length[r, c, 1] if kind[1] == 2 else 0) << 4))
-    return any_ool
+                rec[AT_STAT_FLAGS] = (rec[AT_STAT_FLAGS] & keep[j]) | put[j]
+                rec[AT_STAT_SIZES] = <uint8_t>((length[r, c, 0] if kind[0] == 2 else 0)
+                                               | ((length[r, c, 1] if kind[1] == 2 else 0) << 4))
+                memset(rec + AT_RESERVED, 0, 4)
+                if blooms and bl_len[i, c] >= 0:
+                    m = align(q - base) + base
+                    memset(&out[q], 0, m - q)
+                    q = m
+                    for k in range(4):  # i32 LENGTH
+                        out[q + k] = <uint8_t>(bl_len[i, c] >> (8 * k))
+                    memcpy(&out[q + 4], &bl_data[bl_start[r, c]], bl_len[i, c])
+                    q += 4 + bl_len[i, c]
+            prev = q  # the pad to the next block is zeroed with the gap before it
+        memset(&out[prev], 0, size - prev)

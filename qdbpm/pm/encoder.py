@@ -3,10 +3,11 @@
 No I/O: pm/writer.py writes what this produces. Byte layout decisions follow
 docs/format.md#writing; `layout` holds every offset and flag.
 
-Speed (a 10,000-row-group description is 80,000 chunk records): stat slots come from
-pm/stat_slots.py a block of row groups at a time; without any out-of-line bytes the blocks are a
-dense grid filled in place (`BlockPlan.fill_dense`), which lets the writer stream a fresh file
-piece by piece. The bytes are the same whichever path produces them.
+Speed (a 10,000-row-group description is 80,000 chunk records): without any out-of-line bytes
+the blocks are a dense grid filled in place with stat slots from pm/stat_slots.py
+(`BlockPlan.fill_dense`); otherwise the kernel in `_encode.pyx` sizes every out-of-line region
+and writes whole blocks, one pass per row group. Either way any run of blocks can be produced on
+its own (`BlockPlan.fill_rows`), so the writer streams a fresh file piece by piece.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from . import _encode
 from . import layout as L
 from .crc import crc32
 from .description import Description
-from .stat_slots import STAT_FIELDS, StatSlots
+from .stat_slots import KIND_KEEP, KIND_SET, STAT_FIELDS, StatSlots
 from ..errors import PmError
 
 _U32 = struct.Struct("<I")
@@ -181,43 +182,15 @@ class BlockPlan:
             self._check_reach()
             return
 
-        f, ool_len = stats.all(None if self.every else rows)
-        self.fields = f
-        ool_size = np.zeros(nrows, np.int64)
-        self.ool_parts = {}  # bloom rows: i -> bytes of the OOL region
-        bloom_rel = {}  # (i, c) -> offset of the [i32 LENGTH] relative to the OOL region
-        self.stat_idx = stat_idx = np.nonzero(stat_row)[0]
-        if stat_idx.size:
-            lens = self.stat_lens = ool_len[stat_idx].reshape(len(stat_idx), 2 * ncols)
-            rel_off = self.stat_rel = np.cumsum(lens, axis=1) - lens
-            ref = ((rel_off << L.OOL_LENGTH_BITS) | lens).reshape(len(stat_idx), ncols, 2)
-            has = lens.reshape(len(stat_idx), ncols, 2) > 0
-            ool_size[stat_idx] = lens.sum(axis=1)
-            for k, slot in ((0, "min_stat"), (1, "max_stat")):
-                f[slot][stat_idx] = np.where(has[..., k], ref[..., k].astype(L.U64), f[slot][stat_idx])
-        stat_data = self.stat_data
-        for i in np.nonzero(bloom_row)[0]:
-            r = rows[i]
-            buf = bytearray()
-            for c in range(ncols):
-                for k, slot in ((0, "min_stat"), (1, "max_stat")):
-                    n = int(ool_len[i, c, k])
-                    if n:
-                        s = int(d.stats.start[r, c, k])
-                        f[slot][i, c] = (len(buf) << L.OOL_LENGTH_BITS) | n
-                        buf += stat_data[s : s + n].tobytes()
-                if bl_len[i, c] >= 0:
-                    # Bitsets sit at 8-aligned offsets because footer entries store offset >> 3;
-                    # fixed = 8 + 64*ncols keeps the region itself 8-aligned.
-                    buf += b"\0" * (-len(buf) % L.BLOCK_ALIGN)
-                    bloom_rel[(i, c)] = len(buf)
-                    s = int(d.blooms.start[r, c])
-                    n = int(bl_len[i, c])
-                    buf += _I32.pack(n) + np.asarray(d.blooms.data[s : s + n], np.uint8).tobytes()
-            self.ool_parts[i] = bytes(buf)
-            ool_size[i] = len(buf)
-        self.ool_size = ool_size
-
+        # Blocks with out-of-line bytes: the kernel sizes each region (stats, then 8-aligned
+        # bitsets, docs/format.md#writing) and later writes whole blocks in one pass.
+        R = d.chunks.shape[0]
+        self.st_start = np.zeros((R, ncols, 2), np.int64) if d.stats is None else np.asarray(d.stats.start, np.int64)
+        self.st_length = np.full((R, ncols, 2), -1, np.int64) if d.stats is None else np.asarray(d.stats.length, np.int64)
+        self.bl_len = bl_len if inline_blooms else np.zeros((0, 0), np.int64)
+        ool_size = np.empty(nrows, np.int64)
+        bloom_rel = np.full((nrows, ncols), -1, np.int64) if inline_blooms else np.zeros((0, 0), np.int64)
+        _encode.ool_layout(self.st_length, rows, self.bl_len, L.INLINE_STAT_MAX, L.OOL_MAX_LENGTH, ool_size, bloom_rel)
         # Blocks start 8-aligned; a block starting aligned ends where the next aligned start is
         # align8(end), so offsets follow from a prefix sum of aligned sizes.
         sizes = (fixed + ool_size + (L.BLOCK_ALIGN - 1)) & ~(L.BLOCK_ALIGN - 1)
@@ -226,8 +199,9 @@ class BlockPlan:
         self.nbytes = total_end - base
         self.offsets = offsets = start + rel
         entries = np.zeros((nrows, len(bloom_cols)), np.uint32)
-        for (i, c), brel in bloom_rel.items():
-            entries[i, bloom_cols.index(c)] = (int(offsets[i]) + fixed + brel) >> L.BLOCK_OFFSET_SHIFT
+        if inline_blooms:
+            br = bloom_rel[:, np.asarray(bloom_cols)]
+            entries[:] = np.where(br >= 0, (offsets[:, None] + fixed + br) >> L.BLOCK_OFFSET_SHIFT, 0)
         self.entries = entries
         self._check_reach()
 
@@ -261,33 +235,38 @@ class BlockPlan:
             r["stat_flags"], r["stat_sizes"] = flags, sizes
             r["min_stat"], r["max_stat"] = slots[..., 0], slots[..., 1]
 
+    def span(self, i0: int, i1: int) -> tuple:
+        """Where blocks i0..i1 (positions in `rows`) lie, as [start, end) from the first block's
+        start: from block i0's start to block i1's (the last ends unpadded)."""
+        n = len(self.rows)
+        if self.dense:
+            return i0 * self.fixed, i1 * self.fixed
+        end = int(self.rel[i1]) if i1 < n else self.nbytes - self.pad
+        return (int(self.rel[i0]) if i0 < n else end), end
+
+    def fill_rows(self, out: np.ndarray, i0: int, i1: int) -> None:
+        """Write blocks i0..i1 (the bytes of `span(i0, i1)`) into `out`, every byte of it."""
+        if self.dense:
+            self.fill_dense(out, i0, i1)
+            return
+        d, ncols = self.d, self.ncols
+        chunks = np.ascontiguousarray(d.chunks).view(np.uint8).reshape(d.chunks.shape[0], L.CHUNK_SIZE * ncols)
+        blooms = bool(self.bl_len.shape[0])
+        bl_len = self.bl_len[i0:i1] if blooms else self.bl_len
+        if blooms and not len(bl_len):
+            bl_len = np.zeros((0, 0), np.int64)
+        _encode.fill_blocks(out, np.asarray(self.rel[i0:i1] - (self.rel[i0] if i0 < i1 else 0), np.int64),
+                            self.rows[i0:i1], np.ascontiguousarray(d.num_rows, L.U64), chunks, self.st_start,
+                            self.st_length, self.stat_data, KIND_KEEP, KIND_SET, L.INLINE_STAT_MAX,
+                            L.OOL_MAX_LENGTH, bl_len,
+                            np.asarray(d.blooms.start, np.int64) if blooms else np.zeros((0, 0), np.int64),
+                            np.ascontiguousarray(d.blooms.data, np.uint8).reshape(-1) if blooms else np.zeros(0, np.uint8))
+
     def fill(self, out: np.ndarray) -> None:
         """Write the `nbytes` bytes of the blocks (from `base`) into the uint8 array `out`."""
-        d, rows, fixed, ncols = self.d, self.rows, self.fixed, self.ncols
-        nrows = len(rows)
         o = self.pad
         out[:o] = 0
-        if self.dense:
-            self.fill_dense(out[o:], 0, nrows)
-            return
-        out[:] = 0
-        rel = self.rel
-        f = self.fields
-        at = o + np.asarray(rel, np.int64)
-        chunks = np.ascontiguousarray(d.chunks).view(np.uint8).reshape(d.chunks.shape[0], L.CHUNK_SIZE * ncols)
-        _encode.fill_blocks(out, at, rows, np.ascontiguousarray(d.num_rows, L.U64), chunks,
-                            f["stat_flags"], f["stat_sizes"], f["min_stat"], f["max_stat"])
-        for i, part in self.ool_parts.items():
-            p = int(at[i]) + fixed
-            out[p : p + len(part)] = np.frombuffer(part, np.uint8)
-        stat_idx = self.stat_idx
-        if stat_idx.size:
-            # Every OOL stat of those row groups: one bounds-checked memcpy per stat.
-            lens = self.stat_lens
-            src_start = d.stats.start[rows[stat_idx]].reshape(len(stat_idx), 2 * ncols)
-            dst = (o + rel[stat_idx] + fixed)[:, None] + self.stat_rel
-            _encode.copy_ranges(out, dst.reshape(-1).astype(np.int64), self.stat_data,
-                                src_start.reshape(-1).astype(np.int64), lens.reshape(-1).astype(np.int64))
+        self.fill_rows(out[o:], 0, len(self.rows))
 
 
 def external_bloom_entries(d: Description, rows) -> np.ndarray:

@@ -1,15 +1,17 @@
 """Stat slots of chunk records, from verbatim Parquet stat bytes: STAT_FLAGS, STAT_SIZES and the
 inline (min, max) slots, computed a block of row groups at a time with a few vector operations.
 
-A 10,000-row-group description is 80,000 chunk records: no Python work per record. The block
-encoder (pm/encoder.py) places the out-of-line bytes this leaves it.
+A 10,000-row-group description is 80,000 chunk records: no Python work per record. This is the
+dense writer's pass (no out-of-line bytes anywhere); blocks with out-of-line bytes are written by
+`_encode.fill_blocks`, which applies the same placement rule and the same flag tables
+(KIND_KEEP / KIND_SET) in its one pass. tests/pm/test_encode_kernel.py holds both to one per-row
+reference.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import _encode
 from . import layout as L
 from .description import Description
 from ..errors import PmError
@@ -70,7 +72,7 @@ def _kind_tables():
     return keep, put
 
 
-_KIND_KEEP, _KIND_SET = (t.reshape(-1) for t in _kind_tables())  # indexed by 3 * min kind + max kind
+KIND_KEEP, KIND_SET = (t.reshape(-1) for t in _kind_tables())  # indexed by 3 * min kind + max kind
 _LOW_BYTES = np.array([(1 << (8 * m)) - 1 for m in range(9)], L.U64)  # the low m bytes of a u64
 
 # Row groups per step of the stat computation, as elements (row groups x columns x 2): the
@@ -127,7 +129,7 @@ class StatSlots:
             raise PmError("stat bytes reference outside their buffer")
         kind = has.view(np.uint8) + inl.view(np.uint8)
         code = kind[..., 0] * np.uint8(3) + kind[..., 1]
-        flags = (src_flags & _KIND_KEEP.take(code)) | _KIND_SET.take(code)
+        flags = (src_flags & KIND_KEEP.take(code)) | KIND_SET.take(code)
         # Inline: the payload's bytes in the low bytes of the slot, the rest zero; the mask of
         # m = 0 clears what was loaded for the others (offset 0 for them: always loadable).
         m = n * inl
@@ -137,23 +139,3 @@ class StatSlots:
         sizes = m8[..., 0] | (m8[..., 1] << np.uint8(4))
         ool = kind == 1
         return flags, sizes, slots, (n * ool if ool.any() else None)
-
-    def all(self, rows=None):
-        """block() over every row group (or `rows`), as whole arrays: fields dict, OOL lengths.
-        One kernel pass (`_encode.stat_slots`; `block` is its reference)."""
-        R, C = self.d.chunks.shape
-        idx = np.arange(R, dtype=np.int64) if rows is None else np.ascontiguousarray(rows, np.int64)
-        nrows = len(idx)
-        st = self.d.stats
-        if st is None:
-            flags, sizes, slots, _ = self.block(idx)
-            return {"stat_flags": flags, "stat_sizes": sizes, "min_stat": slots[..., 0],
-                    "max_stat": slots[..., 1]}, np.zeros((nrows, C, 2), np.int64)
-        f = {"stat_flags": np.empty((nrows, C), np.uint8), "stat_sizes": np.empty((nrows, C), np.uint8)}
-        slots = np.empty((nrows, C, 2), L.U64)
-        ool_len = np.empty((nrows, C, 2), np.int64)
-        _encode.stat_slots(np.asarray(st.start, np.int64), np.asarray(st.length, np.int64), self.data,
-                           self.d.chunks["stat_flags"], idx, _KIND_KEEP, _KIND_SET, L.INLINE_STAT_MAX,
-                           L.OOL_MAX_LENGTH, f["stat_flags"], f["stat_sizes"], slots, ool_len)
-        f["min_stat"], f["max_stat"] = slots[..., 0], slots[..., 1]
-        return f, ool_len

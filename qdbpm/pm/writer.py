@@ -47,24 +47,31 @@ def unchanged_row_groups(old_starts, new_chunks) -> np.ndarray:
 
 
 def _write_layout(layout: FileLayout, fd, ops) -> None:
-    """The bytes of `layout.encode()`, written at offset 0; a large dense block region streamed
-    piece by piece, each piece written and its writeback started while the next is computed."""
+    """The bytes of `layout.encode()`, written at offset 0; a large block region streamed piece
+    by piece, each piece written and its writeback started while the next is computed."""
     plan = layout.plan
     nrows = len(plan.rows)
-    per_piece = max(1, STREAM_PIECE_BYTES // plan.fixed)
-    if not plan.dense or nrows <= 2 * per_piece:
+    head_end, total = plan.span(0, nrows)
+    if total - head_end <= 2 * STREAM_PIECE_BYTES:
         ops.pwrite(fd, memoryview(layout.encode()), 0)
         return
+    # Pieces of whole blocks of about STREAM_PIECE_BYTES each.
+    if plan.dense:
+        per_piece = max(1, STREAM_PIECE_BYTES // plan.fixed)
+        cuts = list(range(0, nrows, per_piece)) + [nrows]
+    else:
+        rel = np.asarray(plan.rel, np.int64)
+        cuts = np.unique(np.r_[np.searchsorted(rel, np.arange(0, total, STREAM_PIECE_BYTES)), nrows]).tolist()
+    spans = [plan.span(i0, i1) for i0, i1 in zip(cuts[:-1], cuts[1:])]
     first = layout.head + bytes(plan.pad)
     ops.pwrite(fd, first, 0)
     crc = crc32(first, L.CRC_START, len(first))
     pos = len(first)
-    buf = np.empty(per_piece * plan.fixed, np.uint8)  # reused: pwrite copies it out
+    buf = np.empty(max(e - s for s, e in spans), np.uint8)  # reused: pwrite copies it out
     start_writeback = getattr(ops, "start_writeback", None)  # a hint; seams may lack it
-    for i0 in range(0, nrows, per_piece):
-        i1 = min(nrows, i0 + per_piece)
-        piece = buf[: (i1 - i0) * plan.fixed]
-        plan.fill_dense(piece, i0, i1)
+    for (i0, i1), (s, e) in zip(zip(cuts[:-1], cuts[1:]), spans):
+        piece = buf[: e - s]
+        plan.fill_rows(piece, i0, i1)
         ops.pwrite(fd, piece, pos)
         if start_writeback is not None:
             start_writeback(fd, pos, len(piece))

@@ -1,5 +1,6 @@
-"""The block kernels (qdbpm/pm/_encode.pyx) against the numpy passes they replace, and
-its bounds checks; the encoder's bytes themselves are held by the golden files (test_golden.py)."""
+"""The block kernel (qdbpm/pm/_encode.pyx) against an obviously correct per-row Python encoder,
+and its bounds checks; the encoder's bytes themselves are held by the golden files
+(test_golden.py)."""
 
 import numpy as np
 import pytest
@@ -7,93 +8,158 @@ import pytest
 from qdbpm.errors import PmError
 from qdbpm.pm import _encode
 from qdbpm.pm import layout as L
+from qdbpm.pm.stat_slots import KIND_KEEP, KIND_SET
 
 
-def fill_reference(out, at, rows, num_rows, chunks, flags, sizes, mins, maxs):
-    """The numpy passes fill_blocks replaces: copy the records, overwrite the derived fields."""
-    C = chunks.shape[1] // 64
-    recs = np.array(chunks[rows]).view(L.CHUNK_DTYPE).reshape(len(rows), C)
-    recs["stat_flags"], recs["stat_sizes"] = flags, sizes
-    recs["reserved"] = 0
-    recs["min_stat"], recs["max_stat"] = mins, maxs
-    for i, a in enumerate(at.tolist()):
-        out[a : a + 8] = np.frombuffer(np.uint64(num_rows[rows[i]]).astype("<u8").tobytes(), np.uint8)
-        out[a + 8 : a + 8 + 64 * C] = recs[i].view(np.uint8)
+def region_reference(r, i, lengths, starts, data, bl_len, bl_start, bl_data, C):
+    """(OOL region bytes, [(min slot, max slot, kinds)] per column, {c: bitset entry offset})."""
+    region, slots, brel = bytearray(), [], {}
+    for c in range(C):
+        vals, kinds = [], []
+        for k in range(2):
+            m, s = int(lengths[r, c, k]), int(starts[r, c, k])
+            if 1 <= m <= L.INLINE_STAT_MAX:
+                vals.append(int.from_bytes(bytes(data[s : s + m]), "little"))
+                kinds.append(2)
+            elif 1 <= m <= L.OOL_MAX_LENGTH:
+                vals.append((len(region) << L.OOL_LENGTH_BITS) | m)
+                kinds.append(1)
+                region += bytes(data[s : s + m])
+            else:
+                vals.append(0)
+                kinds.append(0)
+        slots.append((vals[0], vals[1], kinds))
+        if bl_len is not None and bl_len[i, c] >= 0:
+            region += bytes(-len(region) % 8)
+            brel[c] = len(region)
+            n = int(bl_len[i, c])
+            region += n.to_bytes(4, "little") + bytes(bl_data[int(bl_start[r, c]) : int(bl_start[r, c]) + n])
+    return bytes(region), slots, brel
 
 
-def _fill_case(rng):
-    R, C, n = int(rng.integers(1, 30)), int(rng.integers(0, 6)), int(rng.integers(0, 40))
-    chunks = rng.integers(0, 256, (R, 64 * C), dtype=np.uint8)
-    rows = rng.integers(0, R, n).astype(np.int64)
-    w = 8 + 64 * C
-    size = w * n + int(rng.integers(0, 100))
-    at = np.sort(rng.choice(np.arange(0, size - w + 1, 8), n, replace=n > (size - w) // 8))
+def stat_flags_reference(src, kinds):
+    """docs/format.md#statistics: counts' presence kept; EXACT kept only with its stat; PRESENT
+    and INLINED set from where the stat went."""
+    keep = L.STAT_NULL_COUNT_PRESENT | L.STAT_DISTINCT_COUNT_PRESENT
+    put = 0
+    for kind, exact, present, inlined in ((kinds[0], L.STAT_MIN_EXACT, L.STAT_MIN_PRESENT, L.STAT_MIN_INLINED),
+                                         (kinds[1], L.STAT_MAX_EXACT, L.STAT_MAX_PRESENT, L.STAT_MAX_INLINED)):
+        if kind:
+            keep |= exact
+            put |= present | (inlined if kind == 2 else 0)
+    return (int(src) & keep) | put
+
+
+def blocks_reference(size, at, rows, num_rows, chunks, starts, lengths, data, bl_len, bl_start, bl_data):
+    R, C = chunks.shape
+    out = bytearray(size)
+    for i, r in enumerate(rows.tolist()):
+        region, slots, _ = region_reference(r, i, lengths, starts, data, bl_len, bl_start, bl_data, C)
+        recs = chunks[r].copy()
+        for c, (mn, mx, kinds) in enumerate(slots):
+            recs[c]["stat_flags"] = stat_flags_reference(recs[c]["stat_flags"], kinds)
+            recs[c]["stat_sizes"] = ((int(lengths[r, c, 0]) if kinds[0] == 2 else 0)
+                                     | ((int(lengths[r, c, 1]) if kinds[1] == 2 else 0) << 4))
+            recs[c]["reserved"] = 0
+            recs[c]["min_stat"], recs[c]["max_stat"] = mn, mx
+        block = int(num_rows[r]).to_bytes(8, "little") + recs.astype(L.CHUNK_DTYPE).tobytes() + region
+        out[at[i] : at[i] + len(block)] = block
+    return bytes(out)
+
+
+def _case(rng, blooms):
+    R, C = int(rng.integers(1, 12)), int(rng.integers(0, 5))
+    data = rng.integers(0, 256, 3000, dtype=np.uint8)
+    length = rng.choice(np.array([-1, 0, 1, 2, 7, 8, 9, 16, 300, L.OOL_MAX_LENGTH + 1], np.int64), (R, C, 2))
+    start = np.array([rng.integers(0, 3000 - min(max(int(n), 0), 3000) + 1) for n in length.reshape(-1)],
+                     np.int64).reshape(R, C, 2)
+    chunks = np.zeros((R, C), L.CHUNK_DTYPE)
+    raw = chunks.view(np.uint8)
+    raw[:] = rng.integers(0, 256, raw.shape, dtype=np.uint8)
+    rows = rng.integers(0, R, int(rng.integers(0, 10))).astype(np.int64)
     num_rows = rng.integers(0, 1 << 63, R, dtype=np.uint64)
-    flags = rng.integers(0, 256, (n, C), dtype=np.uint8)
-    sizes = rng.integers(0, 256, (n, C), dtype=np.uint8)
-    slots = rng.integers(0, 1 << 63, (n, C, 2), dtype=np.uint64)  # strided views, as the encoder passes
-    return size, (at.astype(np.int64), rows, num_rows, chunks, flags, sizes, slots[..., 0], slots[..., 1])
+    n = len(rows)
+    if blooms:
+        bl_data = rng.integers(0, 256, 1000, dtype=np.uint8)
+        bl_len = np.where(rng.random((n, C)) < 0.4, rng.choice([0, 32, 64], (n, C)), -1).astype(np.int64)
+        bl_start = rng.integers(0, 900, (R, C)).astype(np.int64)
+    else:
+        bl_data, bl_len, bl_start = np.zeros(0, np.uint8), np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64)
+    return data, length, start, chunks, rows, num_rows, bl_len, bl_start, bl_data
 
 
-@pytest.mark.parametrize("seed", range(30))
-def test_fill_blocks_equals_the_numpy_passes(seed):
+@pytest.mark.parametrize("seed", range(60))
+def test_fill_blocks_equals_the_per_row_reference(seed):
     rng = np.random.default_rng(seed)
-    size, args = _fill_case(rng)
-    got, want = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
-    _encode.fill_blocks(got, *args)
-    fill_reference(want, *args)
-    assert np.array_equal(got, want)
+    blooms = seed % 2 == 1
+    data, length, start, chunks, rows, num_rows, bl_len, bl_start, bl_data = _case(rng, blooms)
+    n, C = len(rows), chunks.shape[1]
+    size = np.empty(n, np.int64)
+    rel = np.full((n, C), -1, np.int64) if blooms else np.zeros((0, 0), np.int64)
+    _encode.ool_layout(length, rows, bl_len, L.INLINE_STAT_MAX, L.OOL_MAX_LENGTH, size, rel)
+    fixed = L.block_size(C)
+    for i in range(n):  # sizes and bitset offsets as the reference lays them out
+        region, _, brel = region_reference(rows[i], i, length, start, data, bl_len if blooms else None,
+                                           bl_start, bl_data, C)
+        assert size[i] == len(region)
+        if blooms:
+            assert {c: int(rel[i, c]) for c in range(C) if rel[i, c] >= 0} == brel
+    # 8-aligned blocks with random gaps between them, and slack at the end
+    gaps = rng.integers(0, 3, n) * 8
+    ends = np.cumsum(gaps + ((fixed + size + 7) & ~7))
+    at = (ends - ((fixed + size + 7) & ~7)).astype(np.int64)
+    total = int(ends[-1]) + int(rng.integers(0, 20)) if n else int(rng.integers(0, 20))
+    recs = chunks.view(np.uint8).reshape(chunks.shape[0], 64 * C)
+    got = np.full(total, 0xAA, np.uint8)  # every byte must be written, zeros included
+    _encode.fill_blocks(got, at, rows, num_rows, recs, start, length, data, KIND_KEEP, KIND_SET,
+                        L.INLINE_STAT_MAX, L.OOL_MAX_LENGTH, bl_len, bl_start, bl_data)
+    want = blocks_reference(total, at, rows, num_rows, chunks, start, length, data,
+                            bl_len if blooms else None, bl_start, bl_data)
+    assert got.tobytes() == want
 
 
 def test_fill_blocks_refuses_what_does_not_fit_before_writing():
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(11)
     while True:
-        size, args = _fill_case(rng)
-        if len(args[0]) >= 2 and args[3].shape[1]:
+        data, length, start, chunks, rows, num_rows, bl_len, bl_start, bl_data = _case(rng, True)
+        C = chunks.shape[1]
+        if len(rows) >= 2 and C and ((length >= 1) & (length <= L.OOL_MAX_LENGTH)).any() and (bl_len >= 0).any():
             break
-    at, rows = args[0], args[1]
-    for bad_at, bad_rows, match in (
-        (np.r_[at[:-1], size - 7], rows, "does not fit"),
-        (np.r_[at[:-1], -8], rows, "does not fit"),
-        (at, np.r_[rows[:-1], args[3].shape[0]], "row group"),
-        (at, np.r_[rows[:-1], -1], "row group"),
-        (at[:-1], rows, "row groups for"),
+    n = len(rows)
+    size = np.empty(n, np.int64)
+    _encode.ool_layout(length, rows, bl_len, L.INLINE_STAT_MAX, L.OOL_MAX_LENGTH, size, np.full((n, C), -1, np.int64))
+    step = (L.block_size(C) + size + 7) & ~7
+    at = (np.cumsum(step) - step).astype(np.int64)
+    total = int(at[-1] + L.block_size(C) + size[-1])  # the last block ends unpadded
+    recs = chunks.view(np.uint8).reshape(chunks.shape[0], 64 * C)
+
+    def call(at=at, rows=rows, num_rows=num_rows, start=start, bl_start=bl_start, total=total):
+        out = np.zeros(total, np.uint8)
+        try:
+            _encode.fill_blocks(out, at, rows, num_rows, recs, start, length, data, KIND_KEEP, KIND_SET,
+                                L.INLINE_STAT_MAX, L.OOL_MAX_LENGTH, bl_len, bl_start, bl_data)
+        finally:
+            assert not out.any()  # nothing written before the refusal
+
+    r, c, k = np.argwhere((length >= 1) & (length <= L.OOL_MAX_LENGTH))[0]
+    bad_start = start.copy()
+    bad_start[r, c, k] = len(data) - length[r, c, k] + 1
+    i, bc = np.argwhere(bl_len >= 0)[0]
+    bad_bl = bl_start.copy()
+    bad_bl[rows[i], bc] = len(bl_data) - bl_len[i, bc] + 1
+    for kwargs, match in (
+        ({"total": total - 1}, "does not fit"),
+        ({"at": np.r_[at[:-1], at[-1] + 1].astype(np.int64)}, "does not fit"),  # not 8-aligned
+        ({"at": np.r_[at[:-1], at[-2]].astype(np.int64)}, "does not fit"),  # overlaps the previous
+        ({"rows": np.r_[rows[:-1], chunks.shape[0]].astype(np.int64)}, "row group"),
+        ({"rows": np.r_[rows[:-1], -1].astype(np.int64)}, "row group"),
+        ({"at": at[:-1]}, "row groups for"),
+        ({"num_rows": num_rows[:-1]}, "row counts"),
+        ({"start": bad_start}, "outside their buffer"),
+        ({"bl_start": bad_bl}, "outside its buffer"),
     ):
-        out = np.zeros(size, np.uint8)
         with pytest.raises(PmError, match=match):
-            _encode.fill_blocks(out, bad_at.astype(np.int64), bad_rows.astype(np.int64), *args[2:])
-        assert not out.any()
-    with pytest.raises(PmError, match="stat fields"):
-        _encode.fill_blocks(np.zeros(size, np.uint8), at, rows, args[2], args[3], args[4][:-1], *args[5:])
-    with pytest.raises(PmError, match="row counts"):
-        _encode.fill_blocks(np.zeros(size, np.uint8), at, rows, args[2][:-1], *args[3:])
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_copy_ranges_equals_slices_and_checks_bounds(seed):
-    rng = np.random.default_rng(seed)
-    src = rng.integers(0, 256, int(rng.integers(1, 300)), dtype=np.uint8)
-    n = int(rng.integers(0, 20))
-    lens = rng.integers(-2, 20, n).astype(np.int64)
-    s = np.array([int(rng.integers(0, max(1, len(src) - max(int(k), 0) + 1))) for k in lens], np.int64)
-    size = 400
-    d = np.array([int(rng.integers(0, size - max(int(k), 0) + 1)) for k in lens], np.int64)
-    got, want = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
-    _encode.copy_ranges(got, d, src, s, lens)
-    for k in range(n):
-        if lens[k] > 0:
-            want[d[k] : d[k] + lens[k]] = src[s[k] : s[k] + lens[k]]
-    assert np.array_equal(got, want)
-    if n and (lens > 0).any():
-        k = int(np.argmax(lens > 0))
-        for field, value in ((d, size - lens[k] + 1), (s, len(src) - lens[k] + 1), (d, -1), (s, -1)):
-            old = field[k]
-            field[k] = value
-            out = np.zeros(size, np.uint8)
-            with pytest.raises(PmError, match="outside its buffers"):
-                _encode.copy_ranges(out, d, src, s, lens)
-            assert not out.any()
-            field[k] = old
+            call(**kwargs)
 
 
 def _stats_description(rng):
@@ -114,28 +180,33 @@ def _stats_description(rng):
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_stat_slots_kernel_equals_the_numpy_block(seed):
+def test_stat_slots_block_equals_the_reference(seed):
+    """StatSlots.block, the numpy pass the dense (no out-of-line bytes) writer uses, derives the
+    same stat fields as the per-row reference; out-of-line stats come back as lengths."""
     from qdbpm.pm.stat_slots import StatSlots
 
     rng = np.random.default_rng(seed)
     d = _stats_description(rng)
-    s = StatSlots(d)
-    R = d.chunks.shape[0]
-    rows = None if seed % 2 else np.sort(rng.choice(R, int(rng.integers(0, R + 1)), replace=False))
-    f, ool = s.all(rows)
-    sel = np.arange(R) if rows is None else rows
-    flags, sizes, slots, want_ool = s.block(sel)
-    assert np.array_equal(f["stat_flags"], flags) and np.array_equal(f["stat_sizes"], sizes)
-    assert np.array_equal(f["min_stat"], slots[..., 0]) and np.array_equal(f["max_stat"], slots[..., 1])
-    assert np.array_equal(ool, np.zeros_like(ool) if want_ool is None else want_ool)
+    R, C = d.chunks.shape
+    sel = np.arange(R) if seed % 2 else np.sort(rng.choice(R, int(rng.integers(0, R + 1)), replace=False))
+    flags, sizes, slots, ool = StatSlots(d).block(sel)
+    st = d.stats
+    for i, r in enumerate(sel.tolist()):
+        _, ref, _ = region_reference(r, i, st.length, st.start, st.data, None, None, None, C)
+        for c, (mn, mx, kinds) in enumerate(ref):
+            assert flags[i, c] == stat_flags_reference(d.chunks["stat_flags"][r, c], kinds)
+            want_sizes = ((int(st.length[r, c, 0]) if kinds[0] == 2 else 0)
+                          | ((int(st.length[r, c, 1]) if kinds[1] == 2 else 0) << 4))
+            assert sizes[i, c] == want_sizes
+            for k, (kind, v) in enumerate(zip(kinds, (mn, mx))):
+                assert slots[i, c, k] == (v if kind == 2 else 0)
+                assert (0 if ool is None else ool[i, c, k]) == (st.length[r, c, k] if kind == 1 else 0)
 
 
-def test_stat_slots_kernel_refuses_a_reference_past_its_buffer():
+def test_stat_slots_block_refuses_a_reference_past_its_buffer():
     from qdbpm.pm.stat_slots import StatSlots
 
     d = _stats_description(np.random.default_rng(3))
     d.stats.length[0, 0, 0], d.stats.start[0, 0, 0] = 9, 4995
     with pytest.raises(PmError, match="outside their buffer"):
-        StatSlots(d).all()
-    with pytest.raises(PmError, match="outside their buffer"):
-        StatSlots(d).block(slice(0, 1))  # the reference says the same
+        StatSlots(d).block(slice(0, 1))

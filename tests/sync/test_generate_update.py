@@ -129,8 +129,8 @@ def test_update_refuses_fewer_row_groups(tmp_path):
 
 
 def test_streamed_pm_is_byte_identical_to_encode_file(tmp_path, monkeypatch):
-    """write_new streams dense files piece by piece (writeback started per piece): the same bytes
-    as encode_file, for files with and without out-of-line stats and filters."""
+    """write_new streams a large file piece by piece (writeback started per piece), dense or
+    with out-of-line stats and filters: the same bytes as encode_file; a small one in one write."""
     from qdbpm.pm import encoder, fileops, writer
 
     class Counting(fileops.FileOps):
@@ -150,8 +150,10 @@ def test_streamed_pm_is_byte_identical_to_encode_file(tmp_path, monkeypatch):
     short = pa.table({"a": np.arange(n), "ts": pa.array(np.arange(n) * 1000, pa.timestamp("us")),
                       "s": [f"v{i % 9}" for i in range(n)]})
     long = short.append_column("long", pa.array([f"a long string value {i}" for i in range(n)]))
-    for name, table, kw, streamed in (("short", short, {}, True), ("long", long, {}, False),
-                                      ("bloom", short, {"bloom_filter_options": {"a": {"ndv": 10}}}, False)):
+    for name, table, kw, streamed in (("short", short, {}, True), ("long", long, {}, True),
+                                      ("bloom", short, {"bloom_filter_options": {"a": {"ndv": 10}}}, True),
+                                      ("small", short.slice(0, 20), {}, False),
+                                      ("small long", long.slice(0, 20), {}, False)):
         path, pm = str(tmp_path / f"{name}.parquet"), str(tmp_path / f"_pm.{name}")
         pq.write_table(table, path, row_group_size=1, **kw)
         ops = Counting()
