@@ -20,7 +20,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ParquetFormatError, PmError
+from ..prune import expr as E
 from ..prune.arrow import to_arrow
+from ..prune.bind import bind
+from ..prune.rules import classify
 from ..prune.rows import matching_rows, unscaled_ok
 from ..prune.filters import as_predicate
 from . import direct
@@ -104,16 +107,19 @@ class Scan:
                 continue
             full = always[idx]
             self._full_rows += int(g.rows64[idx[full]].sum())
+            proven = self._proven(g, cls, maybe & ~always)
             k = np.searchsorted(g.starts, idx, side="right") - 1
             members, first_at = np.unique(k, return_index=True)
             bounds = list(first_at) + [idx.size]
             for a, j in enumerate(members.tolist()):
                 s, e = bounds[a], bounds[a + 1]
-                found.append((int(g.positions[j]), g, j, idx[s:e] - g.starts[j], full[s:e], int(cls[j]),
-                              looks[int(cls[j])]))
+                c = int(cls[j])
+                residual = self._reduced(self.plan.residuals[c], proven.get(c), idx[s:e][~full[s:e]])
+                look = looks[c] if residual is self.plan.residuals[c] else self._lookup(g, residual)
+                found.append((int(g.positions[j]), g, j, idx[s:e] - g.starts[j], full[s:e], c, look, residual))
         found.sort(key=lambda f: f[0])
-        self._parts = [self._part(g.members[j][0], g.members[j][1], rgs, full, look, pos, c)
-                       for pos, g, j, rgs, full, c, look in found]
+        self._parts = [self._part(g.members[j][0], g.members[j][1], rgs, full, look, pos, c, residual)
+                       for pos, g, j, rgs, full, c, look, residual in found]
         self._by_name = {p.name: p for p in self._parts}
         self._read_units = None
         self._schema = None
@@ -247,11 +253,38 @@ class Scan:
             want, pred_cols = self._lookup(g, self.plan.residuals[cls])
             strict_views(g.members[j][1], want + [c for c in pred_cols if c not in want], self.cast_to)
 
-    def _part(self, name, pm, rgs, full, look, position=None, cls=None):
+    def _proven(self, g, cls, need) -> dict:
+        """class -> [(conjunct, mask)] for each class of g whose residual is an AND: per
+        top-level conjunct, the row groups of g (among `need`) where statistics prove it TRUE
+        for every row. Classes with atoms over keys and file columns at once are left out
+        (statistics cannot decide those)."""
+        out = {}
+        for c in np.unique(cls).tolist():
+            r = self.plan.residuals[c]
+            if isinstance(r, E.And) and not self.plan.mixed[c] and need.any():
+                # Blooms never prove ALWAYS: statistics alone decide.
+                out[c] = [(k, classify(bind(k, g.schema), g.n, g.stats, None, need)[1]) for k in r.children]
+        return out
+
+    @staticmethod
+    def _reduced(residual, proven, rows):
+        """`residual` without the conjuncts proven TRUE on every row group of `rows` (indexes
+        into the group): an AND with a conjunct TRUE on every row of a row group keeps exactly
+        the rows the other conjuncts keep, so that row group's exact filter needs only those
+        (and never decodes a column only the proven ones read)."""
+        if not proven or not rows.size:
+            return residual
+        keep = [k for k, m in proven if not m[rows].all()]
+        if len(keep) == len(proven) or not keep:  # none proven, or all (full: never filtered)
+            return residual
+        return keep[0] if len(keep) == 1 else E.And(tuple(keep))
+
+    def _part(self, name, pm, rgs, full, look, position=None, cls=None, residual=None):
         want, pred_cols = look
         need = want + [c for c in pred_cols if c not in want]
         views = {} if self.footer else strict_views(pm, need, self.cast_to)
-        residual, needs = (None, ()) if cls is None else (self.plan.residuals[cls], self.plan.needs[cls])
+        residual, needs = (None, ()) if cls is None else (self.plan.residuals[cls] if residual is None else residual,
+                                                              self.plan.needs[cls])
         return _Part(name, pm, self.table.parquet_path(name), want, pred_cols, views, rgs, full, position,
                      residual, needs)
 

@@ -129,12 +129,27 @@ def test_full_row_groups_never_fetch_predicate_only_columns(table_dir):
             loose = plan(pm, [2, 3, 4, 5], [pm.column_index(n) for n in ("rid", "ts", "px")])
             filler += sum(r.start < b and a < r.end for r in loose.ranges for a, b in chunks)
         assert filler > 0
-        # a partial row group does fetch it, to filter
+        grp3 = [(int(c["byte_range_start"]), int(c["byte_range_start"] + c["total_compressed"]))
+                for c in table.meta("day=00").chunks[3:4, 2]]
+
+        def fetched_grp3():
+            return any(s < b and a < e for q, s, e, _ in counting.requests if q == table.parquet_path("day=00")
+                       for a, b in grp3)
+
+        # A partial row group whose stats prove `grp = 3` for every row filters on qty alone:
+        # grp is not fetched there (nor asked of the exact filter), and the rows are DuckDB's.
         counting.requests.clear()
-        assert table.scan("grp = 3 AND qty > 0", ["px"]).count() > 0
-        assert any(s < b and a < e for q, s, e, _ in counting.requests if q == table.parquet_path("day=00")
-                   for a, b in [(int(c["byte_range_start"]), int(c["byte_range_start"] + c["total_compressed"]))
-                                for c in table.meta("day=00").chunks[3:4, 2]])
+        where = "grp = 3 AND qty > 0"
+        scan = table.scan(where, ["rid", "px"])
+        assert rows_of(scan.to_table()) == duck(files, f"SELECT rid, px FROM FILES WHERE {where} ORDER BY rid")
+        assert not fetched_grp3()
+        assert scan._parts and all(p.residual.columns() == {"qty"} for p in scan._parts)
+        # A conjunct statistics cannot prove (arithmetic: a residual) is filtered on, so fetched.
+        counting.requests.clear()
+        where = "grp + 0 = 3 AND qty > 0"
+        scan = table.scan(where, ["rid", "px"])
+        assert rows_of(scan.to_table()) == duck(files, f"SELECT rid, px FROM FILES WHERE {where} ORDER BY rid")
+        assert fetched_grp3()
 
 
 def test_byte_ranges_is_the_plan_fetched(table_dir):
