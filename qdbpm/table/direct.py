@@ -292,14 +292,21 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     they are widened to their type for the kept rows only.
 
     The other columns are split into lanes as `decode` does; the pool's lanes decompress theirs
-    while this thread decodes and filters the predicate's, then splits its own lane."""
+    while this thread decodes and filters the predicate's, then splits its own lane. A single
+    other column goes to the pool alone (TPC-H Q6's price: its page decompresses during the
+    filter pass instead of after it)."""
     first = [i for i, c in enumerate(cols) if c in pred_cols]
     rest = [i for i, c in enumerate(cols) if c not in pred_cols]
     held = {i for i in first if _held(ks[i], fields[i], unscaled)}
     all_null = set(all_null)
     later = [cols[i] for i in rest]
     sizes = _sizes(rgs, later, blobs)
-    lanes = _lanes(sizes, LANES) if len(later) > 1 and sum(sizes) >= PARALLEL_BYTES else [list(range(len(later)))]
+    if sum(sizes) < PARALLEL_BYTES or LANES < 2:
+        lanes = [list(range(len(later)))]
+    elif len(later) == 1:  # one column to gather: the pool decompresses it during the filter pass
+        lanes = [[], [0]]
+    else:
+        lanes = _lanes(sizes, LANES)
 
     def split_lane(lane):
         return {j: _splits(pm, rgs, later[j], blobs, all_null) for j in lane}

@@ -450,3 +450,31 @@ def test_a_forked_child_decodes_with_its_own_pool(roots, monkeypatch):
 
 def _child_rows(root):
     return read_table(root, None, "k < 2000").num_rows
+
+
+@pytest.mark.parametrize("columns", [["k"], ["s"], ["f64", "s"], None])
+def test_filtered_reads_in_lanes_equal_pyarrow(roots, monkeypatch, columns):
+    """With every unit in lanes (the pool in use), a filtered read gathers its other columns
+    on the pool while this thread filters; one other column goes to the pool alone. The rows
+    are pyarrow's either way."""
+    monkeypatch.setattr(direct, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(direct, "LANES", 2)
+    submitted = []
+    real = direct._executor
+
+    class Spy:
+        def submit(self, fn, *args):
+            submitted.append(args)
+            return real().submit(fn, *args)
+
+    monkeypatch.setattr(direct, "_executor", lambda: Spy())
+    root = roots["pyarrow-snappy-v1-dict"]
+    where = "i32 > 0 AND d >= DATE '2024-01-20'"
+    path = os.path.join(root, "part=0", "data.parquet")
+    dataset = ds.dataset(path)
+    columns = columns or dataset.schema.names  # every file column (the hive key left out)
+    want = dataset.to_table(columns=columns, filter=to_arrow(where_text(where), dataset.schema))
+    got = read_table(root, columns, where)
+    assert same(_sorted(got), _sorted(want))
+    if len(columns) == 1:
+        assert submitted and all(args == ([0],) for args in submitted)  # the one column, on the pool
