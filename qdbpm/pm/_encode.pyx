@@ -55,9 +55,10 @@ cdef inline int64_t align(int64_t n) noexcept nogil:
 
 cdef inline int64_t region_size(const int64_t[:, :, :] length, const int64_t[:, :] bl_len, Py_ssize_t r,
                                 Py_ssize_t i, Py_ssize_t C, int64_t inline_max, int64_t ool_max,
-                                bint blooms) noexcept nogil:
+                                bint blooms, int64_t* brel) noexcept nogil:
     """Bytes of the out-of-line region of row group r (position i): per column its out-of-line
-    min, then max, then, when it has a bitset, the pad to 8 and [i32 length][bitset]."""
+    min, then max, then, when it has a bitset, the pad to 8 and [i32 length][bitset]. `brel`
+    (C entries, or NULL): where each column's bitset entry starts in the region, -1 for none."""
     cdef int64_t q = 0, m
     cdef Py_ssize_t c
     for c in range(C):
@@ -67,8 +68,13 @@ cdef inline int64_t region_size(const int64_t[:, :, :] length, const int64_t[:, 
         m = length[r, c, 1]
         if inline_max < m <= ool_max:
             q += m
+        if brel != NULL:
+            brel[c] = -1
         if blooms and bl_len[i, c] >= 0:
-            q = align(q) + 4 + bl_len[i, c]
+            q = align(q)
+            if brel != NULL:
+                brel[c] = q
+            q += 4 + bl_len[i, c]
     return q
 
 
@@ -92,32 +98,15 @@ def ool_layout(const int64_t[:, :, :] length, const int64_t[::1] rows, const int
     """size[i]: the out-of-line region's bytes of row group rows[i]; bloom_rel[i, c] (when
     bl_len has rows): where column c's [i32 length][bitset] starts in it, -1 for none.
     bl_len (len(rows), C): bitset lengths, -1 = none; a (0, 0) array when there are no blooms."""
-    cdef Py_ssize_t n = rows.shape[0], R = length.shape[0], C = length.shape[1], i, c
+    cdef Py_ssize_t n = rows.shape[0], R = length.shape[0], C = length.shape[1], i
     cdef bint blooms = bl_len.shape[0] != 0
-    cdef int64_t q, m, r
     check_common(length, rows, bl_len, R, C, inline_max, ool_max)
     if size.shape[0] != n or (blooms and (bloom_rel.shape[0] != n or bloom_rel.shape[1] != C)):
         raise PmError(f"ool_layout: outputs are not ({n},) / ({n}, {C})")
     with nogil:
         for i in range(n):
-            r = rows[i]
-            if not blooms:
-                size[i] = region_size(length, bl_len, r, i, C, inline_max, ool_max, False)
-                continue
-            q = 0
-            for c in range(C):
-                m = length[r, c, 0]
-                if inline_max < m <= ool_max:
-                    q += m
-                m = length[r, c, 1]
-                if inline_max < m <= ool_max:
-                    q += m
-                bloom_rel[i, c] = -1
-                if bl_len[i, c] >= 0:
-                    q = align(q)
-                    bloom_rel[i, c] = q
-                    q += 4 + bl_len[i, c]
-            size[i] = q
+            size[i] = region_size(length, bl_len, rows[i], i, C, inline_max, ool_max, blooms,
+                                  &bloom_rel[i, 0] if blooms and C else NULL)
 
 
 def fill_blocks(uint8_t[::1] out, const int64_t[::1] at, const int64_t[::1] rows,
@@ -165,7 +154,7 @@ def fill_blocks(uint8_t[::1] out, const int64_t[::1] at, const int64_t[::1] rows
             if blooms and bl_len[i, c] >= 0 and (bl_start[r, c] < 0 or bl_start[r, c] > bs - bl_len[i, c]
                                                  or bl_len[i, c] > 0x7FFFFFFF):
                 raise PmError(f"bloom bitset of row group {r} column {c} lies outside its buffer")
-        end = at[i] + fixed + region_size(length, bl_len, r, i, C, inline_max, ool_max, blooms)
+        end = at[i] + fixed + region_size(length, bl_len, r, i, C, inline_max, ool_max, blooms, NULL)
         if at[i] < prev or at[i] % ALIGN or end > size:
             raise PmError(f"fill_blocks: block {i} at {at[i]} does not fit the {size}-byte buffer "
                           f"after the previous block's end {prev}")
