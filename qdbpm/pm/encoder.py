@@ -25,7 +25,6 @@ from ..errors import PmError
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-_I32 = struct.Struct("<i")
 _I64 = struct.Struct("<q")
 
 
@@ -176,7 +175,8 @@ class BlockPlan:
         self.base = base
         start = L.align8(base)
         if self.dense:
-            self.offsets = start + np.arange(nrows, dtype=np.int64) * fixed
+            self.rel = np.arange(nrows, dtype=np.int64) * fixed
+            self.offsets = start + self.rel
             self.nbytes = start - base + nrows * fixed
             self.entries = np.zeros((nrows, len(bloom_cols)), np.uint32)
             self._check_reach()
@@ -188,6 +188,11 @@ class BlockPlan:
         self.st_start = np.zeros((R, ncols, 2), np.int64) if d.stats is None else np.asarray(d.stats.start, np.int64)
         self.st_length = np.full((R, ncols, 2), -1, np.int64) if d.stats is None else np.asarray(d.stats.length, np.int64)
         self.bl_len = bl_len if inline_blooms else np.zeros((0, 0), np.int64)
+        # The kernel's whole-file inputs, made contiguous once for every piece fill_rows writes.
+        self.chunk_bytes = np.ascontiguousarray(d.chunks).view(np.uint8).reshape(R, L.CHUNK_SIZE * ncols)
+        self.num_rows = np.ascontiguousarray(d.num_rows, L.U64)
+        self.bl_start = np.asarray(d.blooms.start, np.int64) if inline_blooms else np.zeros((0, 0), np.int64)
+        self.bl_data = np.ascontiguousarray(d.blooms.data, np.uint8).reshape(-1) if inline_blooms else np.zeros(0, np.uint8)
         ool_size = np.empty(nrows, np.int64)
         bloom_rel = np.full((nrows, ncols), -1, np.int64) if inline_blooms else np.zeros((0, 0), np.int64)
         _encode.ool_layout(self.st_length, rows, self.bl_len, L.INLINE_STAT_MAX, L.OOL_MAX_LENGTH, ool_size, bloom_rel)
@@ -239,8 +244,6 @@ class BlockPlan:
         """Where blocks i0..i1 (positions in `rows`) lie, as [start, end) from the first block's
         start: from block i0's start to block i1's (the last ends unpadded)."""
         n = len(self.rows)
-        if self.dense:
-            return i0 * self.fixed, i1 * self.fixed
         end = int(self.rel[i1]) if i1 < n else self.nbytes - self.pad
         return (int(self.rel[i0]) if i0 < n else end), end
 
@@ -249,18 +252,10 @@ class BlockPlan:
         if self.dense:
             self.fill_dense(out, i0, i1)
             return
-        d, ncols = self.d, self.ncols
-        chunks = np.ascontiguousarray(d.chunks).view(np.uint8).reshape(d.chunks.shape[0], L.CHUNK_SIZE * ncols)
-        blooms = bool(self.bl_len.shape[0])
-        bl_len = self.bl_len[i0:i1] if blooms else self.bl_len
-        if blooms and not len(bl_len):
-            bl_len = np.zeros((0, 0), np.int64)
-        _encode.fill_blocks(out, np.asarray(self.rel[i0:i1] - (self.rel[i0] if i0 < i1 else 0), np.int64),
-                            self.rows[i0:i1], np.ascontiguousarray(d.num_rows, L.U64), chunks, self.st_start,
+        at = self.rel[i0:i1] - self.span(i0, i1)[0]
+        _encode.fill_blocks(out, at, self.rows[i0:i1], self.num_rows, self.chunk_bytes, self.st_start,
                             self.st_length, self.stat_data, KIND_KEEP, KIND_SET, L.INLINE_STAT_MAX,
-                            L.OOL_MAX_LENGTH, bl_len,
-                            np.asarray(d.blooms.start, np.int64) if blooms else np.zeros((0, 0), np.int64),
-                            np.ascontiguousarray(d.blooms.data, np.uint8).reshape(-1) if blooms else np.zeros(0, np.uint8))
+                            L.OOL_MAX_LENGTH, self.bl_len[i0:i1], self.bl_start, self.bl_data)
 
     def fill(self, out: np.ndarray) -> None:
         """Write the `nbytes` bytes of the blocks (from `base`) into the uint8 array `out`."""

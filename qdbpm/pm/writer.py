@@ -51,17 +51,12 @@ def _write_layout(layout: FileLayout, fd, ops) -> None:
     by piece, each piece written and its writeback started while the next is computed."""
     plan = layout.plan
     nrows = len(plan.rows)
-    head_end, total = plan.span(0, nrows)
-    if total - head_end <= 2 * STREAM_PIECE_BYTES:
+    total = plan.span(0, nrows)[1]
+    if total <= 2 * STREAM_PIECE_BYTES:
         ops.pwrite(fd, memoryview(layout.encode()), 0)
         return
     # Pieces of whole blocks of about STREAM_PIECE_BYTES each.
-    if plan.dense:
-        per_piece = max(1, STREAM_PIECE_BYTES // plan.fixed)
-        cuts = list(range(0, nrows, per_piece)) + [nrows]
-    else:
-        rel = np.asarray(plan.rel, np.int64)
-        cuts = np.unique(np.r_[np.searchsorted(rel, np.arange(0, total, STREAM_PIECE_BYTES)), nrows]).tolist()
+    cuts = np.unique(np.r_[np.searchsorted(plan.rel, np.arange(0, total, STREAM_PIECE_BYTES)), nrows]).tolist()
     spans = [plan.span(i0, i1) for i0, i1 in zip(cuts[:-1], cuts[1:])]
     first = layout.head + bytes(plan.pad)
     ops.pwrite(fd, first, 0)

@@ -280,11 +280,11 @@ class Scan:
         return keep[0] if len(keep) == 1 else E.And(tuple(keep))
 
     def _part(self, name, pm, rgs, full, look, position=None, cls=None, residual=None):
+        """`residual`: what the partition's exact filter evaluates (None: every row matches)."""
         want, pred_cols = look
         need = want + [c for c in pred_cols if c not in want]
         views = {} if self.footer else strict_views(pm, need, self.cast_to)
-        residual, needs = (None, ()) if cls is None else (self.plan.residuals[cls] if residual is None else residual,
-                                                              self.plan.needs[cls])
+        needs = () if cls is None else self.plan.needs[cls]
         return _Part(name, pm, self.table.parquet_path(name), want, pred_cols, views, rgs, full, position,
                      residual, needs)
 
