@@ -14,6 +14,7 @@ from libc.string cimport memcpy
 import numpy as np
 
 from ..errors import ParquetFormatError
+from . import buffers
 
 
 cdef inline uint64_t load_le(const uint8_t* p, Py_ssize_t avail) noexcept nogil:
@@ -145,7 +146,7 @@ def take_bytes(const uint8_t[::1] buf, const int64_t[::1] starts, const int32_t[
         p32 = picks
         n = p32.shape[0]
         wide = 2
-    a_off = np.empty(n + 1, np.int64)
+    a_off = buffers.empty(n + 1, np.int64)
     cdef int64_t[::1] off = a_off
     off[0] = 0
     for k in range(n):
@@ -155,7 +156,7 @@ def take_bytes(const uint8_t[::1] buf, const int64_t[::1] starts, const int32_t[
         if j >= 0:
             total += lens[j]
         off[k + 1] = total
-    a_data = np.empty(total, np.uint8)
+    a_data = buffers.empty(total, np.uint8)
     if total == 0:
         return a_off, a_data
     cdef uint8_t[::1] data = a_data

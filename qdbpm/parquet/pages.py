@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..errors import ParquetFormatError
 from ..pm import layout as L
-from . import _pages, _thrift
+from . import _pages, _thrift, buffers
 from .constants import (ENCODING_PLAIN, ENCODING_PLAIN_DICTIONARY, ENCODING_RLE, ENCODING_RLE_DICTIONARY)
 
 PAGE_DATA, PAGE_INDEX, PAGE_DICTIONARY, PAGE_DATA_V2 = 0, 1, 2, 3
@@ -102,7 +102,7 @@ def _data_page(h, body, codec, max_def):
             ln = int(np.frombuffer(buf[:4].tobytes(), "<u4")[0])
             if ln > len(buf) - 4:
                 raise ParquetFormatError(f"definition levels of {ln} bytes in a page of {len(buf)}")
-            pg.levels = np.empty(n, np.int32)
+            pg.levels = buffers.empty(n, np.int32)
             _pages.rle_hybrid(buf, 4, 4 + ln, 1, n, pg.levels, 2)
             pos = 4 + ln
         pg.buf, pg.pos, pg.end = buf, pos, len(buf)
@@ -113,7 +113,7 @@ def _data_page(h, body, codec, max_def):
     if rep_len:
         raise Unsupported("repetition levels")
     if max_def:
-        pg.levels = np.empty(n, np.int32)
+        pg.levels = buffers.empty(n, np.int32)
         _pages.rle_hybrid(body, 0, def_len, 1, n, pg.levels, 2)
     values = body[def_len:]
     buf = _decompress(codec, values, usize - def_len) if compressed else values
@@ -152,7 +152,7 @@ def _split_pages(blob, codec, max_def, num_values):
 
 
 def _byte_index(buf, pos, end, n):
-    starts, lens = np.empty(n, np.int64), np.empty(n, np.int32)
+    starts, lens = buffers.empty(n, np.int64), buffers.empty(n, np.int32)
     end = _pages.byte_array_index(buf, pos, end, n, starts, lens)
     return starts, lens, end
 
@@ -235,7 +235,7 @@ def _page_values(pg, local, ptype, dvals):
                 raise ParquetFormatError("dictionary-encoded page without its bit width")
             idx = np.empty(0, np.int32)
         else:
-            idx = np.empty(count, np.int32)
+            idx = buffers.empty(count, np.int32)
             size = len(dvals[1]) if ptype == L.PT_BYTE_ARRAY else len(dvals)
             _pages.rle_hybrid(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, idx, size)
         if picks is None:
@@ -246,10 +246,11 @@ def _page_values(pg, local, ptype, dvals):
             picks = np.where(nulls, -1, idx[np.maximum(picks, 0)] if count else 0)
         if ptype == L.PT_BYTE_ARRAY:
             return _take(*dvals, picks, nulls)
+        # every index is below the dictionary's size (rle_hybrid checked each)
         if nulls is None:
-            vals = dvals[picks]
+            vals = buffers.take_checked(dvals, picks)
         else:  # a null's slot takes any value: the first, or 0 with an empty dictionary
-            vals = dvals[np.maximum(picks, 0)] if len(dvals) else np.zeros(len(picks), dvals.dtype)
+            vals = buffers.take_checked(dvals, np.maximum(picks, 0)) if len(dvals) else np.zeros(len(picks), dvals.dtype)
         return Fixed(vals, None if nulls is None else ~nulls)
     if pg.encoding != ENCODING_PLAIN:
         raise Unsupported(f"value encoding {pg.encoding}")

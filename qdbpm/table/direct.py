@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from ..errors import ParquetFormatError
 from ..parquet import constants as PQ
-from ..parquet import pages
+from ..parquet import buffers, pages
 from ..parquet.compact import T
 from ..pm import layout as L
 from ..prune.rows import unscaled_field
@@ -141,7 +141,7 @@ def _array(v, kind, t, ptype):
         large = t in (pa.large_string(), pa.large_binary())
         if not large and v.offsets[-1] > np.iinfo(np.int32).max:
             raise Unsupported("over 2 GiB of strings in one array")
-        offsets = v.offsets if large else v.offsets.astype(np.int32)
+        offsets = v.offsets if large else _narrow(v.offsets)
         # No UTF-8 check: pyarrow's reader gives a string column's bytes as stored, valid or not
         # (tests/table/test_direct.py), and so does this.
         return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(v.data)], nulls)
@@ -151,12 +151,19 @@ def _array(v, kind, t, ptype):
         return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(v.values.astype(np.int64, copy=False))], nulls)
     if kind == _DECIMAL:
         lo = v.values.astype(np.int64, copy=False)
-        wide = np.empty((n, 2), np.int64)
+        wide = buffers.empty(2 * n, np.int64).reshape(n, 2)
         wide[:, 0] = lo
         np.right_shift(lo, 63, out=wide[:, 1])
         return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(wide)], nulls)
     values = np.ascontiguousarray(v.values)
     return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(values)], nulls)
+
+
+def _narrow(offsets):
+    """int64 offsets (the last at most int32's max, checked by the caller) as int32."""
+    out = buffers.empty(len(offsets), np.int32)
+    np.copyto(out, offsets, casting="unsafe")
+    return out
 
 
 def _splits(pm, rgs, c, blobs, all_null):

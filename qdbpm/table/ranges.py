@@ -13,15 +13,18 @@ one of the same size can give other bytes unnoticed (then decoding fails, or row
 from __future__ import annotations
 
 import bisect
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
 from ..errors import CorruptFileError, StorageError
+from ..parquet import buffers
 from ..parquet.constants import MAGIC
-from ..storage.objects import cat
+from ..storage.objects import SNAPSHOT_MISMATCH, cat, storage_errors
 
 DEFAULT_MAX_GAP = 64 * 1024  # merge two ranges when fewer bytes than this lie between them
 DEFAULT_MAX_WASTE = 0.05  # ... and the bytes fetched for nothing stay under 5% of the useful ones
@@ -166,13 +169,32 @@ def fetch(fs, path, ranges, *, max_workers=8, max_inflight=DEFAULT_MAX_INFLIGHT,
     return out
 
 
+def _read_local(fs, path, start, end):
+    """Bytes [start, end) of a local file (what `cat` gives, its errors included) into a pooled
+    array (parquet/buffers.py): a fresh bytes object would fault in new pages on every read."""
+    out = buffers.empty(end - start, np.uint8)
+    view, got = memoryview(out), 0
+    with storage_errors(f"{path}: cannot read bytes [{start}, {end})", passing=(), why=SNAPSHOT_MISMATCH):
+        fd = os.open(fs._strip_protocol(path), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            while got < len(out):
+                n = os.preadv(fd, [view[got:]], start + got)
+                if n <= 0:
+                    break  # the end of the file: the caller names the short read
+                got += n
+        finally:
+            os.close(fd)
+    return out[:got]
+
+
 def fetch_range(fs, path, r, size=None) -> dict:
     """One Range in one request: {(row_group, column): bytes of the chunk} (views of one buffer).
     A response shorter than asked means the object is not what the `_pm` snapshot describes;
     `size`: the snapshot's Parquet size, checked where the filesystem tells it for free."""
-    blob = cat(fs, path, r.start, r.end, size=size, snapshot=True)
+    blob = _read_local(fs, path, r.start, r.end) if type(fs) is LocalFileSystem else \
+        cat(fs, path, r.start, r.end, size=size, snapshot=True)
     if len(blob) != r.length:
         raise StorageError(f"{path}: asked for bytes [{r.start}, {r.end}) and got {len(blob)}; the "
                            "object is shorter than its _pm snapshot says (truncated or replaced)")
-    mv = memoryview(blob)
+    mv = memoryview(blob).toreadonly()
     return {(rg, c): mv[s - r.start : s - r.start + n] for rg, c, s, n in r.chunks}
