@@ -64,5 +64,25 @@ def matching_rows(table: pa.Table, expr: pc.Expression) -> np.ndarray:
     m = plan.to_table(use_threads=False).column(0)
     if len(m) != table.num_rows or not pa.types.is_boolean(m.type):
         raise PredicateError(f"the filter gave {len(m)} values of {m.type} for {table.num_rows} rows")
-    keep = m.fill_null(False).to_numpy()
-    return np.flatnonzero(keep).astype(np.int64, copy=False)
+    return true_rows(m)
+
+
+def true_rows(m) -> np.ndarray:
+    """Row numbers (int64, ascending) where boolean (chunked) array `m` is TRUE (null: not), read
+    from its bitmaps: no filled copy, no byte-per-row conversion through pandas' machinery."""
+    out, base = [], 0
+    for c in (m.chunks if isinstance(m, pa.ChunkedArray) else [m]):
+        n = len(c)
+        if n and c.null_count < n:
+            valid, data = c.buffers()[:2]
+            keep = _bits(data, c.offset, n)
+            if c.null_count:
+                keep &= _bits(valid, c.offset, n)
+            out.append(np.flatnonzero(keep) + base)
+        base += n
+    return np.concatenate(out).astype(np.int64, copy=False) if out else np.zeros(0, np.int64)
+
+
+def _bits(buf, offset, n) -> np.ndarray:
+    """Bits [offset, offset + n) of an Arrow bitmap as one uint8 (0 / 1) per bit."""
+    return np.unpackbits(np.frombuffer(buf, np.uint8), count=offset + n, bitorder="little")[offset:]

@@ -70,3 +70,26 @@ def test_a_residual_reader_keeps_the_decimal_type():
     assert "x" not in Rw.unscaled_ok(e, unscaled.schema)
     with pytest.raises(PredicateError, match="unscaled"):
         A.to_arrow(e, unscaled.schema)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_true_rows_reads_the_bitmaps_as_fill_null_does(seed):
+    # the slow, obvious reference: fill nulls with False, one byte per row, flatnonzero
+    rng = np.random.default_rng(seed)
+    chunks = []
+    for _ in range(int(rng.integers(0, 4))):
+        n = int(rng.integers(0, 300))
+        vals = rng.random(n) < rng.random()
+        nulls = rng.random(n) < (0 if rng.random() < 0.3 else rng.random())
+        # a null's value bit is set or not at random (Arrow leaves it undefined): it must not count
+        bits = [pa.py_buffer(np.packbits(x, bitorder="little")) for x in (~nulls, vals)]
+        a = pa.Array.from_buffers(pa.bool_(), n, bits, int(nulls.sum()))
+        lo = int(rng.integers(0, n + 1))
+        chunks.append(a.slice(lo, int(rng.integers(0, n - lo + 1))))  # offsets not a multiple of 8
+    m = pa.chunked_array(chunks, pa.bool_())
+    want = np.flatnonzero(m.fill_null(False).to_numpy(zero_copy_only=False)) if len(m) else np.zeros(0, np.int64)
+    got = Rw.true_rows(m)
+    assert got.dtype == np.int64 and got.tolist() == want.tolist()
+    if chunks:
+        assert Rw.true_rows(chunks[0]).tolist() == np.flatnonzero(
+            chunks[0].fill_null(False).to_numpy(zero_copy_only=False)).tolist()
