@@ -78,7 +78,7 @@ def true_rows(m) -> np.ndarray:
             keep = _bits(data, c.offset, n)
             if c.null_count:
                 keep &= _bits(valid, c.offset, n)
-            out.append(np.flatnonzero(keep) + base)
+            out.append(np.flatnonzero(keep.view(bool)) + base)  # numpy's fast path is bool's (4x uint8's)
         base += n
     return np.concatenate(out).astype(np.int64, copy=False) if out else np.zeros(0, np.int64)
 
