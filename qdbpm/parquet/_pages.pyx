@@ -14,7 +14,7 @@ from libc.string cimport memcpy
 import numpy as np
 
 from ..errors import ParquetFormatError
-from . import buffers
+from .. import buffers
 
 
 cdef inline uint64_t load_le(const uint8_t* p, Py_ssize_t avail) noexcept nogil:

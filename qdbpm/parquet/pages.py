@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from ..errors import ParquetFormatError
 from ..pm import layout as L
-from . import _pages, _thrift, buffers
+from .. import buffers
+from . import _pages, _thrift
 from .constants import (ENCODING_PLAIN, ENCODING_PLAIN_DICTIONARY, ENCODING_RLE, ENCODING_RLE_DICTIONARY)
 
 PAGE_DATA, PAGE_INDEX, PAGE_DICTIONARY, PAGE_DATA_V2 = 0, 1, 2, 3

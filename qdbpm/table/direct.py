@@ -20,7 +20,8 @@ import pyarrow as pa
 
 from ..errors import ParquetFormatError
 from ..parquet import constants as PQ
-from ..parquet import buffers, pages
+from .. import buffers
+from ..parquet import pages
 from ..parquet.compact import T
 from ..pm import layout as L
 from ..prune.rows import unscaled_field

@@ -22,7 +22,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
 from ..errors import CorruptFileError, StorageError
-from ..parquet import buffers
+from .. import buffers
 from ..parquet.constants import MAGIC
 from ..storage.objects import SNAPSHOT_MISMATCH, cat, storage_errors
 
@@ -171,7 +171,7 @@ def fetch(fs, path, ranges, *, max_workers=8, max_inflight=DEFAULT_MAX_INFLIGHT,
 
 def _read_local(fs, path, start, end):
     """Bytes [start, end) of a local file (what `cat` gives, its errors included) into a pooled
-    array (parquet/buffers.py): a fresh bytes object would fault in new pages on every read."""
+    array (qdbpm/buffers.py): a fresh bytes object would fault in new pages on every read."""
     out = buffers.empty(end - start, np.uint8)
     view, got = memoryview(out), 0
     with storage_errors(f"{path}: cannot read bytes [{start}, {end})", passing=(), why=SNAPSHOT_MISMATCH):

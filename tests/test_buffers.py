@@ -1,4 +1,4 @@
-"""parquet/buffers.py: a read's large arrays live in Arrow's pool, and reads of local ranges land
+"""qdbpm/buffers.py: a read's large arrays live in Arrow's pool, and reads of local ranges land
 there too (table/ranges.py), with the same bytes and errors as before."""
 
 import os
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 import qdbpm
-from qdbpm.parquet import buffers
+from qdbpm import buffers
 from qdbpm.table.ranges import Range, fetch_range
 from fsspec.implementations.local import LocalFileSystem
 
