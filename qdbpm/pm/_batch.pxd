@@ -1,5 +1,5 @@
 # Declarations the table walker (table/_walk.pyx) cimports: it reads each `_pm` as it finds it.
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int8_t, int64_t, uint8_t
 
 
 cdef class Arena:
@@ -19,3 +19,12 @@ cdef enum:
 
 cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int64_t budget,
                  int64_t* at, int64_t* size) except -1
+
+
+cdef class Checker:
+    cdef Arena arena
+    cdef bint verify
+    cdef object crc
+    cdef list offsets, at, sid, reps_at
+    cdef dict by_hash
+    cdef int check(self, int64_t at, int64_t size, object target, int8_t* status) except -1

@@ -206,6 +206,101 @@ cdef bint same_schema(const uint8_t* a, const uint8_t* b, uint64_t ncols) noexce
     return True
 
 
+cdef class Checker:
+    """check_files one file at a time (`check`), in any order, then laid out for a chosen order
+    (`finish`): the tree walker (table/_walk.pyx) checks each `_pm` right after reading it, while
+    its bytes are still in cache, and sorts the partitions only at the end. Results per file are
+    kept by the order of `check` calls; nothing holds a pointer into the arena, which may move."""
+
+    def __cinit__(self, Arena arena, bint verify, crc):
+        self.arena, self.verify, self.crc = arena, verify, crc
+        self.offsets, self.at, self.sid, self.reps_at, self.by_hash = [], [], [], [], {}
+
+    cdef int check(self, int64_t at, int64_t size, object target, int8_t* status) except -1:
+        """Check the next file (its committed bytes at `at`, `size` long, when *status is
+        STATUS_OK): plan_of for snapshot `target` (None: the latest) and the CRC; a file that
+        fails becomes STATUS_SOLO."""
+        cdef const uint8_t* f
+        cdef Plan pl
+        cdef uint64_t h
+        cdef Py_ssize_t me = len(self.at)  # this file's index (lists grow by one per call)
+        self.offsets.append(None)
+        self.at.append(at)
+        self.sid.append(-1)
+        if status[0] != STATUS_OK:
+            return 0
+        if at < 0 or size < 0 or at + size > self.arena.used:
+            raise CorruptFileError(f"_pm batch: file {me} lies outside the read buffer")
+        f = self.arena.data + at
+        obj = plan_of(f, <uint64_t>size, target, False)
+        if obj is None:
+            status[0] = STATUS_SOLO
+            return 0
+        pl = <Plan>obj
+        if self.verify and (self.crc(PyMemoryView_FromMemory(<char*>f + CRC_START, <Py_ssize_t>(pl.crc_offset - CRC_START),
+                                                             PyBUF_READ)) & 0xFFFFFFFF) != pl.stored_crc:
+            status[0] = STATUS_SOLO  # the one-file open raises the checksum error
+            return 0
+        h = schema_hash(f, pl.column_count)
+        ids = self.by_hash.get(h)
+        if ids is None:
+            ids = self.by_hash[h] = []
+        for j in ids:
+            if same_schema(self.arena.data + <int64_t>self.reps_at[j], f, pl.column_count):
+                self.sid[me] = j  # byte-equal names: UTF-8 as the representative's were found
+                break
+        else:
+            if not names_ok(f, <uint64_t>size, pl):
+                status[0] = STATUS_SOLO  # the one-file open raises the name error
+                return 0
+            self.sid[me] = len(self.reps_at)
+            ids.append(len(self.reps_at))
+            self.reps_at.append(at)
+        self.offsets[me] = pl.block_offsets
+        return 0
+
+    def finish(self, order=None):
+        """(rg_start, block_at, num_rows, schema_id, reps) as check_files returns them, for the
+        files in `order` (indexes into the `check` calls; None: the calls' order). Schema ids are
+        numbered by first appearance in that order, as check_files numbers them."""
+        cdef Py_ssize_t n = len(self.at) if order is None else len(order), k, i, r, j
+        cdef int64_t[::1] offs
+        cdef int64_t base_at
+        idx = range(n) if order is None else [int(x) for x in order]
+        if len(idx) and (min(idx) < 0 or max(idx) >= len(self.at) or len(set(idx)) != len(idx)):
+            raise ValueError("Checker.finish: order is not a permutation of the files checked")
+        rg_a = np.zeros(n + 1, np.int64)
+        sid_a = np.full(n, -1, np.int32)
+        cdef int64_t[::1] rg = rg_a
+        cdef int32_t[::1] sid = sid_a
+        renumber, reps = {}, []
+        for k in range(n):
+            i = idx[k]
+            o = self.offsets[i]
+            rg[k + 1] = rg[k] + (0 if o is None else len(o))
+            if o is not None:
+                old = self.sid[i]
+                new = renumber.get(old)
+                if new is None:
+                    new = renumber[old] = len(reps)
+                    reps.append(k)
+                sid[k] = new
+        block_a, rows_a = np.empty(rg[n], np.int64), np.empty(rg[n], np.uint64)
+        cdef int64_t[::1] block = block_a
+        cdef uint64_t[::1] rows = rows_a
+        for k in range(n):
+            i = idx[k]
+            if self.offsets[i] is None:
+                continue
+            offs = self.offsets[i]
+            base_at = self.at[i]
+            j = rg[k]
+            for r in range(rg[k + 1] - j):
+                block[j + r] = base_at + offs[r]  # plan_of: inside the file's committed bytes
+                rows[j + r] = le(self.arena.data + block[j + r], BLOCK_NUM_ROWS_SIZE)
+        return rg_a, block_a, rows_a, sid_a, np.array(reps, np.int64)
+
+
 def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int8_t[::1] status,
                 targets, bint verify, crc):
     """Check every STATUS_OK file (plan_of for its snapshot `targets[i]`, None: the latest; the
@@ -215,69 +310,13 @@ def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int
     row group's block address in the arena; num_rows uint64; schema_id int32[n]: -1 where not OK,
     else equal for files with byte-equal descriptors and names; reps: int64, the first file of
     each schema id)."""
-    cdef Py_ssize_t n = at.shape[0], i, j, total = 0, r, k
-    cdef const uint8_t* base = arena.data
-    cdef const uint8_t* f
-    cdef Plan pl
-    cdef uint64_t h
-    cdef int64_t[::1] offs
-    offsets = [None] * n  # each checked file's block offsets (arrays: no Plan kept, nothing for the GC)
-    rg_a = np.zeros(n + 1, np.int64)
-    sid_a = np.full(n, -1, np.int32)
-    cdef int64_t[::1] rg = rg_a
-    cdef int32_t[::1] sid = sid_a
+    cdef Py_ssize_t n = at.shape[0], i
     if status.shape[0] != n or size.shape[0] != n or (targets is not None and len(targets) != n):
         raise ValueError("check_files: arrays of different lengths")
-    by_hash = {}  # schema hash -> [schema ids with it]
-    reps = []
+    cdef Checker c = Checker(arena, verify, crc)
     for i in range(n):
-        rg[i + 1] = rg[i]
-        if status[i] != STATUS_OK:
-            continue
-        if at[i] < 0 or size[i] < 0 or at[i] + size[i] > arena.used:
-            raise CorruptFileError(f"_pm batch: file {i} lies outside the read buffer")
-        f = base + at[i]
-        obj = plan_of(f, <uint64_t>size[i], None if targets is None else targets[i], False)
-        if obj is None:
-            status[i] = STATUS_SOLO
-            continue
-        pl = <Plan>obj
-        if verify and (crc(PyMemoryView_FromMemory(<char*>f + CRC_START, <Py_ssize_t>(pl.crc_offset - CRC_START),
-                                                   PyBUF_READ)) & 0xFFFFFFFF) != pl.stored_crc:
-            status[i] = STATUS_SOLO  # the one-file open raises the checksum error
-            continue
-        offsets[i] = pl.block_offsets
-        rg[i + 1] = rg[i] + <int64_t>pl.row_group_count
-        h = schema_hash(f, pl.column_count)
-        ids = by_hash.get(h)
-        if ids is None:
-            ids = by_hash[h] = []
-        for j in ids:
-            if same_schema(base + at[<Py_ssize_t>reps[j]], f, pl.column_count):
-                sid[i] = j  # byte-equal names: UTF-8 as the representative's were found
-                break
-        else:
-            if not names_ok(f, <uint64_t>size[i], pl):
-                status[i] = STATUS_SOLO  # the one-file open raises the name error
-                offsets[i] = None
-                rg[i + 1] = rg[i]
-                continue
-            sid[i] = len(reps)
-            ids.append(len(reps))
-            reps.append(i)
-    total = rg[n]
-    block_a, rows_a = np.empty(total, np.int64), np.empty(total, np.uint64)
-    cdef int64_t[::1] block = block_a
-    cdef uint64_t[::1] rows = rows_a
-    for i in range(n):
-        if offsets[i] is None:
-            continue
-        offs = offsets[i]
-        k = rg[i]
-        for r in range(rg[i + 1] - k):
-            block[k + r] = at[i] + offs[r]  # plan_of: inside the file's committed bytes
-            rows[k + r] = le(base + block[k + r], BLOCK_NUM_ROWS_SIZE)
-    return rg_a, block_a, rows_a, sid_a, np.array(reps, np.int64)
+        c.check(at[i], size[i], None if targets is None else targets[i], &status[i])
+    return c.finish()
 
 
 def gather(Arena arena, const int64_t[::1] at, int64_t add, uint8_t[:, ::1] out):

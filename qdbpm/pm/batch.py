@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from .. import buffers
 from . import _batch
 from . import layout as L
 from .crc import crc32_of
@@ -28,17 +29,24 @@ BUDGET = 1 << 30  # bytes read per batch in all (100,000 partitions of 6 KB: 600
 class PmBatch:
     """The latest (or `parquet_sizes`-pinned) snapshots of `paths`, read and checked together."""
 
-    def __init__(self, paths, read=None, *, parquet_sizes=None, verify=True, max_file=MAX_FILE, budget=BUDGET):
+    def __init__(self, paths, read=None, *, parquet_sizes=None, verify=True, max_file=MAX_FILE, budget=BUDGET,
+                 checked=None):
         """paths: a sequence of each file's path (only indexed: for messages and one-file opens);
         read: (arena, at, size, status) when the bytes were already read (a tree walk), else
-        read_files reads them."""
+        read_files reads them. checked: what check_files returns for `read`, when the reader
+        checked each file already (the walk's Checker.finish, latest snapshots, verified); status
+        must then say which failed."""
         self.paths = paths
         if read is None:
             read = _batch.read_files([os.fsencode(p) for p in paths], int(max_file), int(budget))
         self.arena, self.at, self.size, self.status = read
-        self.rg_start, self.block_at, self.num_rows, self.schema_id, self.reps = _batch.check_files(
-            self.arena, self.at, self.size, self.status,
-            None if parquet_sizes is None else list(parquet_sizes), bool(verify), crc32_of)
+        if checked is None:
+            checked = _batch.check_files(self.arena, self.at, self.size, self.status,
+                                         None if parquet_sizes is None else list(parquet_sizes), bool(verify),
+                                         crc32_of)
+        elif parquet_sizes is not None or not verify:
+            raise ValueError("PmBatch: files checked already are the latest snapshots, verified")
+        self.rg_start, self.block_at, self.num_rows, self.schema_id, self.reps = checked
         self.buffer = np.frombuffer(self.arena, np.uint8)
         self.ok = self.status == OK
 
@@ -69,6 +77,6 @@ class PmBatch:
         """Column `col`'s chunk records over files' row groups (L.CHUNK_DTYPE, concatenated); every
         file must have more than `col` columns."""
         at = self.block_at[self.row_groups(files)]
-        out = np.empty((len(at), L.CHUNK_SIZE), np.uint8)
+        out = buffers.empty(len(at) * L.CHUNK_SIZE, np.uint8).reshape(len(at), L.CHUNK_SIZE)
         _batch.gather(self.arena, at, L.BLOCK_NUM_ROWS_SIZE + L.CHUNK_SIZE * int(col), out)
         return out.view(L.CHUNK_DTYPE).reshape(len(at))

@@ -15,7 +15,7 @@ from libc.stdint cimport int8_t, int64_t, uint64_t
 from libc.string cimport memcpy, strcmp
 from posix.stat cimport S_ISDIR, S_ISLNK, fstat, fstatat, struct_stat
 
-from qdbpm.pm._batch cimport Arena, read_at, STATUS_MISSING, STATUS_SOLO
+from qdbpm.pm._batch cimport Arena, Checker, read_at, STATUS_MISSING, STATUS_SOLO
 
 import os
 
@@ -69,6 +69,7 @@ cdef class _Walk:
     cdef uint64_t dev
     cdef bytes pm_name
     cdef Arena arena
+    cdef Checker checker  # None, or each file read is checked at once (its bytes still in cache)
     cdef int64_t max_file, budget
     cdef list names, at, size, status, idents
     cdef char path[PATH_MAX_BYTES]  # the relative path of the directory being walked
@@ -141,6 +142,7 @@ cdef class _Walk:
         cdef struct_stat st
         cdef int64_t at = 0, size = 0
         cdef int status, err
+        cdef int8_t checked
         if self.identities or (unlisted and not self.read):
             if fstatat(fd, rel, &st, 0) != 0:
                 err = errno
@@ -163,6 +165,10 @@ cdef class _Walk:
                 if unlisted and not broken_link(fd, rel):
                     return 0
                 status = STATUS_SOLO  # the one-file open raises what is wrong
+            if self.checker is not None:
+                checked = status
+                self.checker.check(at, size, None, &checked)
+                status = checked
             self.at.append(at)
             self.size.append(size)
             self.status.append(status)
@@ -173,19 +179,22 @@ cdef class _Walk:
 
 
 def walk(root, bytes pm_name, hidden, *, bint identities=False, bint read=False, int64_t max_file=0,
-         int64_t budget=0, bint leaf=True):
-    """(names, idents, arena, at, size, status) of the partitions below `root` (bytes): names as
+         int64_t budget=0, bint leaf=True, crc=None):
+    """(names, idents, arena, at, size, status, checker) of the partitions below `root` (bytes): names as
     os.walk's relative paths ('/'-joined, unsorted); idents (size, mtime ns, inode) of each
     `_pm` when `identities`; with `read`, each `_pm`'s bytes read into `arena` as
     pm/_batch.read_files does (at, size, status: int64 / int64 / int8 arrays), else None for
     those four. `hidden`: the name prefixes never entered ('.' and/or '_'). leaf=False: list
-    every directory (the leaf rule off, as on filesystems it does not hold on)."""
+    every directory (the leaf rule off, as on filesystems it does not hold on). crc: with `read`,
+    check each file right after reading it (pm/_batch.Checker, CRC by `crc`; a file that fails
+    becomes STATUS_SOLO) and return the Checker last, else None there."""
     cdef _Walk w = _Walk.__new__(_Walk)
     w.read, w.identities, w.pm_name = read, identities, pm_name
     w.hidden_dot, w.hidden_us = "." in hidden, "_" in hidden
     if set(hidden) - {".", "_"}:
         raise ValueError(f"walk: hidden prefixes {hidden!r}: only '.' and '_' are supported")
     w.arena = Arena.__new__(Arena)
+    w.checker = Checker(w.arena, True, crc) if read and crc is not None else None
     w.max_file, w.budget = max_file, budget
     w.names, w.at, w.size, w.status, w.idents = [], [], [], [], []
     cdef int fd = c_openat(AT_FDCWD, <bytes>root, O_RDONLY | O_CLOEXEC | O_DIRECTORY)
@@ -198,6 +207,6 @@ def walk(root, bytes pm_name, hidden, *, bint identities=False, bint read=False,
     w.dev = st.st_dev
     w.visit(fd, 0, 0)
     if not read:
-        return w.names, w.idents if identities else None, None, None, None, None
+        return w.names, w.idents if identities else None, None, None, None, None, None
     return (w.names, w.idents if identities else None, w.arena, np.array(w.at, np.int64),
-            np.array(w.size, np.int64), np.array(w.status, np.int8))
+            np.array(w.size, np.int64), np.array(w.status, np.int8), w.checker)

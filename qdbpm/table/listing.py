@@ -11,6 +11,7 @@ import urllib.parse
 from ..errors import PmError
 from ..pm import layout as L
 from ..pm.batch import BUDGET, MAX_FILE, PmBatch
+from ..pm.crc import crc32_of
 from . import _walk
 
 HIDDEN_PREFIXES = (".", "_")  # pyarrow.dataset's ignore_prefixes; also Spark's and Hive's rule
@@ -87,18 +88,18 @@ def list_partitions(root, filesystem=None, *, io=None, identities=True, found=No
 
 def read_partitions(root, pm_paths):
     """(partitions, PmBatch) of a local table: find_partitions' list, with every `_pm` read as the
-    tree is walked and checked in one kernel call (pm/batch.py). `pm_paths(partitions)`: the
+    tree is walked, each checked right after it is read (while in cache), as PmBatch checks. `pm_paths(partitions)`: the
     sequence of their `_pm` paths (only indexed: for messages and one-file opens)."""
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise PmError(f"table root {root!r} is not a directory")
-    names, _, arena, at, size, status = _walk.walk(os.fsencode(root), _PM, _HIDDEN, read=True,
-                                                   max_file=MAX_FILE, budget=BUDGET)
+    names, _, arena, at, size, status, checker = _walk.walk(os.fsencode(root), _PM, _HIDDEN, read=True,
+                                                            max_file=MAX_FILE, budget=BUDGET, crc=crc32_of)
     order = sorted(range(len(names)), key=names.__getitem__)
     partitions = [names[i] for i in order]
     if order != list(range(len(order))):
         at, size, status = at[order], size[order], status[order]
-    return partitions, PmBatch(pm_paths(partitions), (arena, at, size, status))
+    return partitions, PmBatch(pm_paths(partitions), (arena, at, size, status), checked=checker.finish(order))
 
 
 def walk_reference(root, identities) -> dict:

@@ -119,6 +119,40 @@ def test_mutants_agree_with_one_file_opens(seeds, tmp_path):
         assert taken > 100 and left > 300, (taken, left)  # both verdicts well exercised
 
 
+def test_the_walk_checks_each_file_as_it_reads_it_and_agrees(seeds, tmp_path):
+    # listing.read_partitions checks each `_pm` right after reading it (Checker), in directory
+    # order, and lays the results out in sorted order: the same verdicts, schema ids and
+    # representatives as check_files over the sorted files, and each taken file agrees with
+    # its one-file open
+    from qdbpm.table import listing
+
+    rnd = random.Random(20261126)
+    names = sorted(seeds)
+    blobs = [bytes(mutate(seeds[n], rnd, fields(seeds[n]) if rnd.random() < 0.5 else None)) if rnd.random() < 0.6
+             else seeds[n] for n in (rnd.choice(names) for _ in range(400))]
+    paths = write_all(str(tmp_path), blobs)
+    parts, fused = listing.read_partitions(str(tmp_path), lambda ps: [os.path.join(tmp_path, p, "_pm") for p in ps])
+    assert parts == [os.path.basename(os.path.dirname(p)) for p in paths]
+    plain = PmBatch(paths)
+    assert np.array_equal(fused.status, plain.status) and np.array_equal(fused.rg_start, plain.rg_start)
+    assert np.array_equal(fused.schema_id, plain.schema_id) and np.array_equal(fused.reps, plain.reps)
+    assert np.array_equal(fused.num_rows, plain.num_rows)
+    taken, left = assert_agrees(fused, paths)
+    assert taken > 100 and left > 50, (taken, left)
+    assert len(set(fused.schema_id.tolist()) - {-1}) > 3  # several schemas, numbered in sorted order
+    # the walk reads in directory order, not sorted: the results were permuted for real
+    assert not np.array_equal(fused.at[fused.ok], plain.at[plain.ok])
+
+
+def test_checker_finish_refuses_a_bad_order():
+    arena = _batch.read_files([], 1 << 20, 1 << 24)[0]
+    c = _batch.Checker(arena, True, None)
+    with pytest.raises(ValueError, match="permutation"):
+        c.finish([0])  # nothing checked: no file 0
+    rg, block, rows, sid, reps = c.finish([])
+    assert rg.tolist() == [0] and len(block) == len(rows) == len(sid) == len(reps) == 0
+
+
 def test_pinned_snapshots_agree(seeds, tmp_path):
     paths = write_all(str(tmp_path), [seeds["multi"]] * 4)
     with qdbpm.open(paths[0]) as pm:

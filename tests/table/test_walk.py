@@ -93,7 +93,7 @@ def test_walk_equals_os_walk(tmp_path, pm_bytes, seed):
             if identities:
                 assert dict(zip(names, idents)) == want, (seed, leaf)
     for leaf in (True, False):
-        names, _, arena, at, size, status = _walk.walk(os.fsencode(root), PM, "._", read=True, leaf=leaf,
+        names, _, arena, at, size, status, _ = _walk.walk(os.fsencode(root), PM, "._", read=True, leaf=leaf,
                                                        max_file=1 << 20, budget=1 << 24)
         want = listing.walk_reference(root, False)
         # a broken `_pm` symlink is listed by os.walk (a file) but cannot be read: the one-file
