@@ -73,10 +73,15 @@ class PmBatch:
         offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
         return offsets + np.arange(total, dtype=np.int64)
 
+    def record_at(self, files, col) -> np.ndarray:
+        """Where column `col`'s chunk record of each of files' row groups lies in `buffer` (int64,
+        file by file); every file must have more than `col` columns."""
+        return self.block_at[self.row_groups(files)] + (L.BLOCK_NUM_ROWS_SIZE + L.CHUNK_SIZE * int(col))
+
     def records(self, files, col) -> np.ndarray:
         """Column `col`'s chunk records over files' row groups (L.CHUNK_DTYPE, concatenated); every
         file must have more than `col` columns."""
-        at = self.block_at[self.row_groups(files)]
+        at = self.record_at(files, col)
         out = buffers.empty(len(at) * L.CHUNK_SIZE, np.uint8).reshape(len(at), L.CHUNK_SIZE)
-        _batch.gather(self.arena, at, L.BLOCK_NUM_ROWS_SIZE + L.CHUNK_SIZE * int(col), out)
+        _batch.gather(self.arena, at, 0, out)
         return out.view(L.CHUNK_DTYPE).reshape(len(at))

@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from . import _bytes
+from . import _bounds, _bytes
 from .names import Names
 from .literals import Domain
 from ..pm import layout as L
@@ -396,6 +396,22 @@ def chunk_stats(ch, ctype: ColumnType) -> ColumnStats:
     z = np.zeros(R, np.int64)
     f = np.zeros(R, bool)
     return ColumnStats(KIND_NONE, z, z, f, f, f, nulls_known, nulls, num_values)
+
+
+_KERNEL_MODES = {KIND_INT: _bounds.MODE_INT, KIND_UINT: _bounds.MODE_UINT, KIND_FLOAT: _bounds.MODE_FLOAT,
+                 KIND_ANYSIGN: _bounds.MODE_ANYSIGN}
+
+
+def chunk_stats_at(buf, at, ctype: ColumnType) -> ColumnStats | None:
+    """chunk_stats of the chunk records at byte addresses `at` (int64) of `buf` (a batch's `_pm`
+    bytes), read in place by the kernel (prune/_bounds.pyx) in one pass; None for a type the
+    kernel does not read (the caller gathers the records for chunk_stats)."""
+    mode = _KERNEL_MODES.get(ctype.kind)
+    if mode is None or not _bounds.supports(ctype.physical_type, mode):
+        return None
+    lo, hi, has_lo, has_hi, eq, known, nulls, num, ulo, uhi = _bounds.fixed_bounds(
+        buf, np.ascontiguousarray(at, np.int64), ctype.physical_type, mode, ctype.nullable)
+    return ColumnStats(ctype.kind, lo, hi, has_lo, has_hi, eq, known, nulls, num, ulo, uhi)
 
 
 def _variable_stats(pm, col, ctype):

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..prune.stats import KIND_BIGDEC, KIND_BYTES, ByteValues, ColumnStats, chunk_stats, column_records
+from ..prune.stats import (KIND_BIGDEC, KIND_BYTES, ByteValues, ColumnStats, chunk_stats, chunk_stats_at,
+                           column_records)
 
 
 class Members:
@@ -109,9 +110,14 @@ class Group:
                 # column (one kernel call, not a numpy view per file) and decode them in one
                 # vectorised pass (the same per-row rules as column_stats).
                 # (The list of views is not kept: the group must not pin the mappings.)
-                recs = self.batch.records(self.files, col) if self.batch is not None else \
-                    column_records([pm.chunks for _, pm in self.members], col)
-                st = self._stats[col] = chunk_stats(recs, ct)
+                # A batch's records are read in place by the kernel where it reads the type.
+                st = None if self.batch is None else \
+                    chunk_stats_at(self.batch.buffer, self.batch.record_at(self.files, col), ct)
+                if st is None:
+                    recs = self.batch.records(self.files, col) if self.batch is not None else \
+                        column_records([pm.chunks for _, pm in self.members], col)
+                    st = chunk_stats(recs, ct)
+                self._stats[col] = st
             return st
         if st is None:
             st = self._stats[col] = _Partial(ct.kind, len(self.members))
