@@ -209,12 +209,37 @@ cdef bint same_schema(const uint8_t* a, const uint8_t* b, uint64_t ncols) noexce
 cdef class Checker:
     """check_files one file at a time (`check`), in any order, then laid out for a chosen order
     (`finish`): the tree walker (table/_walk.pyx) checks each `_pm` right after reading it, while
-    its bytes are still in cache, and sorts the partitions only at the end. Results per file are
-    kept by the order of `check` calls; nothing holds a pointer into the arena, which may move."""
+    its bytes are still in cache, and sorts the partitions only at the end. What `finish` needs of
+    a file (its blocks' addresses and row counts) is copied out at `check`, into flat buffers in
+    the order of the calls: nothing is read back from the arena later (that was a cache miss per
+    row group, scattered over every file) and nothing holds a pointer into it (it may move)."""
 
     def __cinit__(self, Arena arena, bint verify, crc):
         self.arena, self.verify, self.crc = arena, verify, crc
-        self.offsets, self.at, self.sid, self.reps_at, self.by_hash = [], [], [], [], {}
+        self.first, self.count, self.sid, self.reps_at, self.by_hash = [], [], [], [], {}
+        self.blocks, self.rows, self.used, self.cap = NULL, NULL, 0, 0
+
+    def __dealloc__(self):
+        free(self.blocks)
+        free(self.rows)
+
+    cdef int reserve(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t cap = self.cap if self.cap else 1024
+        cdef int64_t* b
+        cdef uint64_t* r
+        if self.used + extra <= self.cap:
+            return 0
+        while cap < self.used + extra:
+            cap *= 2
+        b = <int64_t*>realloc(self.blocks, cap * sizeof(int64_t))
+        if b == NULL:
+            raise MemoryError("cannot grow the _pm batch's block list")
+        self.blocks = b
+        r = <uint64_t*>realloc(self.rows, cap * sizeof(uint64_t))
+        if r == NULL:
+            raise MemoryError("cannot grow the _pm batch's row counts")
+        self.rows, self.cap = r, cap
+        return 0
 
     cdef int check(self, int64_t at, int64_t size, object target, int8_t* status) except -1:
         """Check the next file (its committed bytes at `at`, `size` long, when *status is
@@ -223,9 +248,10 @@ cdef class Checker:
         cdef const uint8_t* f
         cdef Plan pl
         cdef uint64_t h
-        cdef Py_ssize_t me = len(self.at)  # this file's index (lists grow by one per call)
-        self.offsets.append(None)
-        self.at.append(at)
+        cdef Py_ssize_t me = len(self.sid), r, rgc  # this file's index (lists grow by one per call)
+        cdef const int64_t[::1] offs
+        self.first.append(self.used)
+        self.count.append(0)
         self.sid.append(-1)
         if status[0] != STATUS_OK:
             return 0
@@ -256,18 +282,23 @@ cdef class Checker:
             self.sid[me] = len(self.reps_at)
             ids.append(len(self.reps_at))
             self.reps_at.append(at)
-        self.offsets[me] = pl.block_offsets
+        offs = pl.block_offsets
+        rgc = offs.shape[0]
+        self.reserve(rgc)
+        for r in range(rgc):
+            self.blocks[self.used + r] = at + offs[r]  # plan_of: inside the file's committed bytes
+            self.rows[self.used + r] = le(f + offs[r], BLOCK_NUM_ROWS_SIZE)
+        self.used += rgc
+        self.count[me] = rgc
         return 0
 
     def finish(self, order=None):
         """(rg_start, block_at, num_rows, schema_id, reps) as check_files returns them, for the
         files in `order` (indexes into the `check` calls; None: the calls' order). Schema ids are
         numbered by first appearance in that order, as check_files numbers them."""
-        cdef Py_ssize_t n = len(self.at) if order is None else len(order), k, i, r, j
-        cdef int64_t[::1] offs
-        cdef int64_t base_at
+        cdef Py_ssize_t n = len(self.sid) if order is None else len(order), k, i, c, a
         idx = range(n) if order is None else [int(x) for x in order]
-        if len(idx) and (min(idx) < 0 or max(idx) >= len(self.at) or len(set(idx)) != len(idx)):
+        if len(idx) and (min(idx) < 0 or max(idx) >= len(self.sid) or len(set(idx)) != len(idx)):
             raise ValueError("Checker.finish: order is not a permutation of the files checked")
         rg_a = np.zeros(n + 1, np.int64)
         sid_a = np.full(n, -1, np.int32)
@@ -276,28 +307,25 @@ cdef class Checker:
         renumber, reps = {}, []
         for k in range(n):
             i = idx[k]
-            o = self.offsets[i]
-            rg[k + 1] = rg[k] + (0 if o is None else len(o))
-            if o is not None:
-                old = self.sid[i]
-                new = renumber.get(old)
-                if new is None:
-                    new = renumber[old] = len(reps)
-                    reps.append(k)
-                sid[k] = new
+            old = self.sid[i]
+            rg[k + 1] = rg[k]
+            if old < 0:
+                continue
+            rg[k + 1] += <int64_t>self.count[i]
+            new = renumber.get(old)
+            if new is None:
+                new = renumber[old] = len(reps)
+                reps.append(k)
+            sid[k] = new
         block_a, rows_a = np.empty(rg[n], np.int64), np.empty(rg[n], np.uint64)
         cdef int64_t[::1] block = block_a
         cdef uint64_t[::1] rows = rows_a
         for k in range(n):
-            i = idx[k]
-            if self.offsets[i] is None:
-                continue
-            offs = self.offsets[i]
-            base_at = self.at[i]
-            j = rg[k]
-            for r in range(rg[k + 1] - j):
-                block[j + r] = base_at + offs[r]  # plan_of: inside the file's committed bytes
-                rows[j + r] = le(self.arena.data + block[j + r], BLOCK_NUM_ROWS_SIZE)
+            c = rg[k + 1] - rg[k]
+            if c:
+                a = self.first[idx[k]]
+                memcpy(&block[rg[k]], self.blocks + a, c * sizeof(int64_t))
+                memcpy(&rows[rg[k]], self.rows + a, c * sizeof(uint64_t))
         return rg_a, block_a, rows_a, sid_a, np.array(reps, np.int64)
 
 
