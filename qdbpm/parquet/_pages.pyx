@@ -17,6 +17,13 @@ from ..errors import ParquetFormatError
 from .. import buffers
 
 
+cdef inline uint64_t load8(const uint8_t* p) noexcept nogil:
+    """8 bytes at p, little-endian (the caller knows all 8 lie inside the buffer)."""
+    cdef uint64_t v
+    memcpy(&v, p, 8)
+    return v
+
+
 cdef inline uint64_t load_le(const uint8_t* p, Py_ssize_t avail) noexcept nogil:
     """Up to 8 bytes at p, little-endian; bytes at or past `avail` read as 0."""
     cdef uint64_t v = 0
@@ -33,8 +40,8 @@ def rle_hybrid(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_w
                int32_t[::1] out, int64_t limit):
     """Decode `count` values of the RLE / bit-packed hybrid in buf[pos:end] into out[:count]; each
     must be < `limit` (the dictionary size, or max level + 1). Returns the end of the last run read."""
-    cdef Py_ssize_t n = 0, k, take, start, need
-    cdef uint64_t header, shift, v, mask, bits
+    cdef Py_ssize_t n = 0, k, take, start, need, fast, room
+    cdef uint64_t header, shift, v, mask, bits, top
     cdef int width = (bit_width + 7) // 8
     cdef const uint8_t* p
     if bit_width < 0 or bit_width > 32:
@@ -68,14 +75,30 @@ def rle_hybrid(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_w
                     with gil:
                         raise ParquetFormatError(f"bit-packed run at byte {start} needs {need} bytes, "
                                                  f"{end - pos} left")
-                for k in range(take):
+                # Values whose 8-byte load ends inside the buffer take the plain loop (no length
+                # test, the limit checked once on the run's largest value); the rest load_le.
+                fast = take
+                if bit_width:
+                    room = end - pos - 8
+                    fast = 0 if room < 0 else min(take, (room * 8 + 7) // bit_width + 1)
+                top = 0
+                for k in range(fast):
+                    bits = <uint64_t>k * bit_width
+                    v = (load8(p + pos + (bits >> 3)) >> (bits & 7)) & mask
+                    out[n + k] = <int32_t>v
+                    top = v if v > top else top
+                for k in range(fast, take):
                     bits = <uint64_t>k * bit_width
                     v = (load_le(p + pos + (bits >> 3), end - pos - <Py_ssize_t>(bits >> 3)) >> (bits & 7)) & mask
-                    if v >= <uint64_t>limit:
-                        with gil:
-                            raise ParquetFormatError(f"bit-packed run at byte {start}: value {v} is not below "
-                                                     f"{limit}")
                     out[n + k] = <int32_t>v
+                    top = v if v > top else top
+                if top >= <uint64_t>limit:
+                    for k in range(take):  # name the first value over the limit
+                        v = <uint32_t>out[n + k]
+                        if v >= <uint64_t>limit:
+                            with gil:
+                                raise ParquetFormatError(f"bit-packed run at byte {start}: value {v} is not below "
+                                                         f"{limit}")
                 pos += (<Py_ssize_t>(header >> 1)) * bit_width if (<Py_ssize_t>(header >> 1)) * bit_width <= end - pos \
                     else need
                 n += take

@@ -276,6 +276,17 @@ def test_rle_hybrid_refuses_values_over_the_limit_and_bad_widths():
     out = np.empty(10, np.int32)
     with pytest.raises(ParquetFormatError, match="not below 5"):
         _pages.rle_hybrid(buf, 0, len(buf), 3, 10, out, 5)
+    # bit-packed: the first value over the limit is named, wherever it lies in the run (the
+    # kernel checks a run's largest value once), also in the tail the 8-byte loads cannot reach
+    for at in (0, 7, 13, 15):
+        vals = [1] * 16
+        vals[at] = 6
+        bits = sum(v << (3 * i) for i, v in enumerate(vals))
+        packed = np.frombuffer(_uleb(2 << 1 | 1) + bits.to_bytes(6, "little"), np.uint8)
+        with pytest.raises(ParquetFormatError, match="value 6 is not below 5"):
+            _pages.rle_hybrid(packed, 0, len(packed), 3, 16, np.empty(16, np.int32), 5)
+        _pages.rle_hybrid(packed, 0, len(packed), 3, 16, out16 := np.empty(16, np.int32), 7)
+        assert out16.tolist() == vals
     with pytest.raises(ParquetFormatError, match="bit width 33"):
         _pages.rle_hybrid(buf, 0, len(buf), 33, 10, out, 5)
     with pytest.raises(ParquetFormatError):
