@@ -65,3 +65,10 @@ def test_local_short_or_missing_file_is_a_storage_error(tmp_path):
     with pytest.raises(qdbpm.StorageError, match="cannot read bytes") as info:
         fetch_range(LocalFileSystem(), str(path), _range(0, 10))
     assert isinstance(info.value, FileNotFoundError)  # gone where it was expected: a VanishedError
+
+
+def test_a_fifo_in_place_of_the_file_fails_instead_of_hanging(tmp_path):
+    path = tmp_path / "data.parquet"
+    os.mkfifo(path)  # nobody writes: a blocking open would wait forever
+    with pytest.raises(qdbpm.StorageError, match="cannot read bytes"):
+        fetch_range(LocalFileSystem(), str(path), _range(0, 10))

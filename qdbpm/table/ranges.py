@@ -175,7 +175,8 @@ def _read_local(fs, path, start, end):
     out = buffers.empty(end - start, np.uint8)
     view, got = memoryview(out), 0
     with storage_errors(f"{path}: cannot read bytes [{start}, {end})", passing=(), why=SNAPSHOT_MISMATCH):
-        fd = os.open(fs._strip_protocol(path), os.O_RDONLY | os.O_CLOEXEC)
+        # O_NONBLOCK: a FIFO put in the file's place fails the read instead of hanging the open
+        fd = os.open(fs._strip_protocol(path), os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         try:
             while got < len(out):
                 n = os.preadv(fd, [view[got:]], start + got)
