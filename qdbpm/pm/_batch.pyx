@@ -177,39 +177,6 @@ def read_files(list paths, int64_t max_file, int64_t budget):
     return arena, at_a, size_a, status_a
 
 
-def take_blobs(list blobs, int64_t max_file, int64_t budget):
-    """read_files for bytes already fetched (a remote table's `_pm` objects): each blob copied
-    into one arena with the same verdicts (None: STATUS_MISSING; over max_file or past the
-    budget: STATUS_LARGE; a committed size outside [MIN_COMMITTED_SIZE, its length]: STATUS_SOLO)."""
-    cdef Py_ssize_t n = len(blobs), i
-    cdef Arena arena = Arena.__new__(Arena)
-    cdef const uint8_t[::1] b
-    cdef int64_t ln, committed
-    at_a, size_a = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    status_a = np.full(n, STATUS_SOLO, np.int8)
-    cdef int64_t[::1] at = at_a, size = size_a
-    cdef int8_t[::1] status = status_a
-    for i in range(n):
-        if blobs[i] is None:
-            status[i] = STATUS_MISSING
-            continue
-        b = blobs[i]
-        ln = b.shape[0]
-        if ln > max_file or arena.used + ln > budget:
-            status[i] = STATUS_LARGE
-            continue
-        if ln < HEADER_SIZE:
-            continue  # STATUS_SOLO: the one-file open says what is wrong
-        committed = <int64_t>le(&b[0], 8)
-        if committed < MIN_COMMITTED_SIZE or committed > ln:
-            continue
-        arena.reserve(committed + 8)
-        memcpy(arena.data + arena.used, &b[0], committed)
-        at[i], size[i], status[i] = arena.used, committed, STATUS_OK
-        arena.used = (arena.used + committed + 7) & ~(<Py_ssize_t>7)
-    return arena, at_a, size_a, status_a
-
-
 cdef uint64_t fnv(const uint8_t* p, uint64_t n, uint64_t h) noexcept nogil:
     cdef uint64_t k
     for k in range(n):

@@ -30,17 +30,14 @@ class PmBatch:
     """The latest (or `parquet_sizes`-pinned) snapshots of `paths`, read and checked together."""
 
     def __init__(self, paths, read=None, *, parquet_sizes=None, verify=True, max_file=MAX_FILE, budget=BUDGET,
-                 checked=None, blobs=None):
+                 checked=None):
         """paths: a sequence of each file's path (only indexed: for messages and one-file opens);
         read: (arena, at, size, status) when the bytes were already read (a tree walk), else
-        read_files reads them (or, `blobs`: each file's bytes as fetched, None where missing, laid
-        into one buffer by take_blobs). checked: what check_files returns for `read`, when the reader
+        read_files reads them. checked: what check_files returns for `read`, when the reader
         checked each file already (the walk's Checker.finish, latest snapshots, verified); status
         must then say which failed."""
         self.paths = paths
-        if read is None and blobs is not None:
-            read = _batch.take_blobs(list(blobs), int(max_file), int(budget))
-        elif read is None:
+        if read is None:
             read = _batch.read_files([os.fsencode(p) for p in paths], int(max_file), int(budget))
         self.arena, self.at, self.size, self.status = read
         if checked is None:

@@ -207,20 +207,6 @@ class Table:
                                   parquet_sizes=[self._pins.get(p) for p in self.partitions] if self._pins else None)
         return self._batch
 
-    def _fetch_pms(self, names) -> dict:
-        """Remote tables: {partition: its `_pm` bytes}, fetched in one concurrent batch (fsspec `cat`)."""
-        paths, strip = {self.pm_path(p): p for p in names}, self.filesystem._strip_protocol
-        got = {strip(k): v for k, v in self.io.cat(list(paths), on_error="raise").items()}
-        return {p: got.get(strip(path)) for path, p in paths.items()}
-
-    def _remote_batch(self):
-        """Remote tables: every `_pm` fetched and checked together as a PmBatch, as a local table's
-        are (~3 us of CPU per file, a one-file open ~30 us), then used as the local one is."""
-        blobs = self._fetch_pms(self.partitions)
-        self._batch = PmBatch([self.pm_path(p) for p in self.partitions], blobs=[blobs[p] for p in self.partitions],
-                              parquet_sizes=[self._pins.get(p) for p in self.partitions] if self._pins else None)
-        return self._batch
-
     def column_schemas(self, partition, footer=True) -> ColumnSchemas:
         """The Arrow types a read of this partition gives: from its Parquet footer (one range read
         per distinct `_pm` column schema, kept while the table is open) or, footer=False, from
@@ -242,14 +228,18 @@ class Table:
                     memory_budget=memory_budget, schema=schema)
 
     def _prefetch(self, positions=None):
-        """Remote tables: open every `_pm` not open yet (at `positions`, default all), fetched at once."""
+        """Remote tables: fetch every `_pm` not open yet (of the partitions at `positions`, default
+        all) in one concurrent batch (fsspec `cat`)."""
         names = self.partitions if positions is None else [self.partitions[i] for i in positions]
         missing = [p for p in names if p not in self._metas]
         if self.filesystem is None or len(missing) < 2:
             return
-        for p, data in self._fetch_pms(missing).items():
-            if data is not None:
-                self._metas[p] = ParquetMeta(self.pm_path(p), data=data, parquet_size=self._pins.get(p))
+        paths = {self.pm_path(p): p for p in missing}
+        blobs = self.io.cat(list(paths), on_error="raise")
+        for path, data in blobs.items():
+            p = paths.get(path) or paths.get(self.filesystem._strip_protocol(path))
+            if p is not None:
+                self._metas[p] = ParquetMeta(path, data=data, parquet_size=self._pins.get(p))
 
     def schema_groups(self, positions=None):
         """The partitions at `positions` (indices into `partitions`, ascending; default all), their
@@ -269,8 +259,6 @@ class Table:
     def _group(self, positions) -> list:
         positions = np.asarray(positions, np.int64)
         b = self._local_batch()
-        if b is None and self.filesystem is not None and BATCH and 1 < len(positions) == len(self.partitions):
-            b = self._remote_batch()
         if b is None:
             return self._group_opened(positions)
         # Batch members: grouped by the kernel's schema ids (byte-equal descriptors and names),
@@ -423,8 +411,10 @@ class Table:
             rg = idx - g.starts[k]
             rgs.append(rg.astype(np.int32))
             rows.append(g.survivor_rows(idx, k, rg).astype(np.int64))
-        if not pos:  # no survivor: the same columns, empty
-            pos, rgs, rows = [np.zeros(0, np.int64)], [np.zeros(0, np.int32)], [np.zeros(0, np.int64)]
+        if not pos:
+            return skipped_metadata(pa.table({
+                "partition": pa.array([], pa.string()), "row_group": pa.array([], pa.int32()),
+                "num_rows": pa.array([], pa.int64())}), self._skipped)
         pos, rgs, rows = np.concatenate(pos), np.concatenate(rgs), np.concatenate(rows)
         if len(pos) > 1 and np.any(np.diff(pos) < 0):  # several schema groups: back to partition order
             order = np.lexsort((rgs, pos))
@@ -438,9 +428,13 @@ class Table:
     def close(self):
         for pm in self._metas.values():
             pm.close()
-        self._batch = self._groups = None
-        for kept in (self._metas, self._subgroups, self._schemas, self._paths, self._filters):
-            kept.clear()
+        self._metas.clear()
+        self._batch = None
+        self._groups = None
+        self._subgroups.clear()
+        self._schemas.clear()
+        self._paths.clear()
+        self._filters.clear()
         close_reader(self.io)
 
     def __enter__(self):

@@ -144,23 +144,6 @@ def test_the_walk_checks_each_file_as_it_reads_it_and_agrees(seeds, tmp_path):
     assert not np.array_equal(fused.at[fused.ok], plain.at[plain.ok])
 
 
-def test_fetched_bytes_get_the_verdicts_of_files_read(seeds, tmp_path):
-    # a remote table's `_pm` objects, fetched, go through take_blobs: the same arrays and
-    # verdicts as read_files on the same bytes, a missing object MISSING, a large one LARGE
-    rnd = random.Random(7)
-    names = sorted(seeds)
-    blobs = [bytes(mutate(seeds[n], rnd, fields(seeds[n]) if rnd.random() < 0.5 else None)) if rnd.random() < 0.5
-             else seeds[n] for n in (rnd.choice(names) for _ in range(300))]
-    paths = write_all(str(tmp_path), blobs)
-    read, fetched = PmBatch(paths), PmBatch(paths, blobs=blobs)
-    for a in ("status", "size", "rg_start", "num_rows", "schema_id", "reps"):
-        assert np.array_equal(getattr(read, a), getattr(fetched, a)), a
-    taken, left = assert_agrees(fetched, paths)
-    assert taken > 100 and left > 30, (taken, left)
-    odd = PmBatch(paths[:3], blobs=[None, blobs[0], b"\0" * 10], max_file=len(blobs[0]) - 1)
-    assert odd.status.tolist() == [_batch.MISSING, _batch.LARGE, _batch.SOLO]
-
-
 def test_checker_finish_refuses_a_bad_order():
     arena = _batch.read_files([], 1 << 20, 1 << 24)[0]
     c = _batch.Checker(arena, True, None)

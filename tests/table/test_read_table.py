@@ -202,28 +202,6 @@ def test_spark_table_on_s3(spark, s3_server, s3_bucket, tmp_path):
         check_requests(counting, f"s3://{remote}", fs, pred, want.column_names)
 
 
-def test_remote_pm_files_are_checked_as_one_batch(s3_server, s3_bucket, pyarrow_table, tmp_path):
-    # every `_pm` of a remote table fetched at once and checked as a PmBatch, as a local table's;
-    # a corrupt one is left to its one-file open, which raises the same error as before
-    root, truth = pyarrow_table
-    fs = s3_server.filesystem()
-    remote = f"{s3_bucket}/batch"
-    upload(fs, root, remote)
-    with qdbpm.open_table(f"s3://{remote}", filesystem=fs) as t:
-        got = t.prune("px > 50")
-        assert t._batch is not None and t._batch.ok.all() and len(t._batch) == len(t.partitions)
-    with qdbpm.open_table(root) as local:
-        assert got.equals(local.prune("px > 50"))
-    victim = f"{remote}/day01/_pm"
-    data = bytearray(fs.cat_file(victim))
-    data[40] ^= 0xFF  # the CRC no longer matches
-    fs.pipe_file(victim, bytes(data))
-    with qdbpm.open_table(f"s3://{remote}", filesystem=fs) as t:
-        with pytest.raises(qdbpm.PmError, match="day01") as info:
-            t.prune("px > 50")
-    assert "CRC" in str(info.value) or "checksum" in str(info.value).lower()
-
-
 def test_truncated_object_is_refused(s3_server, s3_bucket, pyarrow_table):
     root, _ = pyarrow_table
     fs = s3_server.filesystem()
