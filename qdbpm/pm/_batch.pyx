@@ -347,14 +347,14 @@ def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int
     return c.finish()
 
 
-def gather(Arena arena, const int64_t[::1] at, int64_t add, uint8_t[:, ::1] out):
-    """out[i] = the out.shape[1] bytes at at[i] + add of the arena, each range checked."""
+def gather(Arena arena, const int64_t[::1] at, uint8_t[:, ::1] out):
+    """out[i] = the out.shape[1] bytes at at[i] of the arena, each range checked."""
     cdef Py_ssize_t n = at.shape[0], i, w = out.shape[1]
     cdef int64_t o
     if out.shape[0] != n:
         raise ValueError("gather: output rows differ from addresses")
     for i in range(n):
-        o = at[i] + add
+        o = at[i]
         if o < 0 or o > arena.used - w:
             raise CorruptFileError(f"_pm batch: record at {o} lies outside the read buffer")
         memcpy(&out[i, 0], arena.data + o, w)

@@ -83,5 +83,5 @@ class PmBatch:
         file must have more than `col` columns."""
         at = self.record_at(files, col)
         out = buffers.empty(len(at) * L.CHUNK_SIZE, np.uint8).reshape(len(at), L.CHUNK_SIZE)
-        _batch.gather(self.arena, at, 0, out)
+        _batch.gather(self.arena, at, out)
         return out.view(L.CHUNK_DTYPE).reshape(len(at))

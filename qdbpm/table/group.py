@@ -106,11 +106,10 @@ class Group:
         ct = self.schema.types[col]
         if ct.kind not in (KIND_BYTES, KIND_BIGDEC):
             if st is None:
-                # Bounds that live in the chunk records: gather every partition's records of the
-                # column (one kernel call, not a numpy view per file) and decode them in one
-                # vectorised pass (the same per-row rules as column_stats).
-                # (The list of views is not kept: the group must not pin the mappings.)
-                # A batch's records are read in place by the kernel where it reads the type.
+                # Bounds that live in the chunk records, decoded for every member at once: a
+                # batch's read in place by the bounds kernel where it reads the type; else the
+                # records gathered (one kernel call, not a view per file, none kept: the group
+                # must not pin the mappings) and decoded in one vectorised pass.
                 st = None if self.batch is None else \
                     chunk_stats_at(self.batch.buffer, self.batch.record_at(self.files, col), ct)
                 if st is None:

@@ -88,8 +88,9 @@ def list_partitions(root, filesystem=None, *, io=None, identities=True, found=No
 
 def read_partitions(root, pm_paths):
     """(partitions, PmBatch) of a local table: find_partitions' list, with every `_pm` read as the
-    tree is walked, each checked right after it is read (while in cache), as PmBatch checks. `pm_paths(partitions)`: the
-    sequence of their `_pm` paths (only indexed: for messages and one-file opens)."""
+    tree is walked and checked right after it is read, while in cache (pm/_batch.Checker, the
+    checks PmBatch runs). `pm_paths(partitions)`: the sequence of their `_pm` paths (only
+    indexed: for messages and one-file opens)."""
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise PmError(f"table root {root!r} is not a directory")

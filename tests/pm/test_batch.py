@@ -212,7 +212,7 @@ def test_gather_refuses_addresses_outside_the_buffer(seeds, tmp_path):
     out = np.empty((1, L.CHUNK_SIZE), np.uint8)
     for at in (-1, len(b.buffer) - L.CHUNK_SIZE + 1, 1 << 62):
         with pytest.raises(qdbpm.CorruptFileError):
-            _batch.gather(b.arena, np.array([at], np.int64), 0, out)
+            _batch.gather(b.arena, np.array([at], np.int64), out)
 
 
 def test_constants_match_layout():
