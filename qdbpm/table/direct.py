@@ -13,6 +13,7 @@ output this must equal (tests/table/test_direct.py holds it to that over writers
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -300,9 +301,10 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     they are widened to their type for the kept rows only.
 
     The other columns are split into lanes as `decode` does; the pool's lanes decompress theirs
-    while this thread decodes and filters the predicate's, then splits its own lane. A single
-    other column goes to the pool alone (TPC-H Q6's price: its page decompresses during the
-    filter pass instead of after it)."""
+    while this thread decodes and filters the predicate's, then each lane gathers its columns'
+    kept rows as soon as the filter has named them (this thread its own lane's after splitting
+    it). A single other column goes to the pool alone (TPC-H Q6's price: its page decompresses
+    during the filter pass instead of after it)."""
     first = [i for i, c in enumerate(cols) if c in pred_cols]
     rest = [i for i, c in enumerate(cols) if c not in pred_cols]
     held = {i for i in first if _held(ks[i], fields[i], unscaled)}
@@ -315,11 +317,20 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
         lanes = [[], [0]]
     else:
         lanes = _lanes(sizes, LANES)
+    named, box = threading.Event(), {}
 
-    def split_lane(lane):
-        return {j: _splits(pm, rgs, later[j], blobs, all_null) for j in lane}
+    def lane_work(lane, wait):
+        splits = {j: _splits(pm, rgs, later[j], blobs, all_null) for j in lane}
+        if wait:
+            named.wait()
+        picks = box.get("picks")
+        if picks is None:  # the filter pass failed: its error is the one raised
+            return {}
+        j_i = {j: rest[j] for j in lane}
+        return {i: _column(pm, rgs, later[j], fields[i], ks[i], splits[j], picks) for j, i in j_i.items()}
 
-    ahead = [_executor().submit(split_lane, lane) for lane in lanes[1:]]
+    ahead = [_executor().submit(lane_work, lane, True) for lane in lanes[1:]]
+    by = {}
     try:
         t = predicate_table(pm, rgs, [cols[i] for i in first], blobs, [fields[i] for i in first],
                             [ks[i] for i in first], all_null, unscaled, parallel=not ahead)
@@ -327,21 +338,21 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
         rows = np.asarray(matching(t), np.int64)
         if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
             raise ParquetFormatError("filter pass gave rows out of order or range")  # never: a guard
-        splits = split_lane(lanes[0]) if lanes else {}
+        box["picks"] = _picks(pm, rgs, rows)
+        named.set()
+        if lanes:
+            by.update(lane_work(lanes[0], False))
         for fu in ahead:
-            splits.update(fu.result())
+            by.update(fu.result())
     finally:
+        named.set()  # a lane never waits for a filter pass that ended
         for fu in ahead:  # every lane ends before this returns, also when one raised
             fu.cancel() or fu.exception()
-    picks = _picks(pm, rgs, rows)
-    by = {}
     if first:
         kept = t.take(pa.array(rows))
         for j, i in enumerate(first):
             col = kept.column(j)
             by[i] = _widen(col, fields[i].type) if i in held else col
-    for j, i in enumerate(rest):
-        by[i] = _column(pm, rgs, cols[i], fields[i], ks[i], splits[j], picks)
     return pa.Table.from_arrays([by[i] for i in range(len(cols))], schema=pa.schema(fields))
 
 

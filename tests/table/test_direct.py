@@ -531,7 +531,7 @@ def test_filtered_reads_in_lanes_equal_pyarrow(roots, monkeypatch, columns):
     got = read_table(root, columns, where)
     assert same(_sorted(got), _sorted(want))
     if len(columns) == 1:
-        assert submitted and all(args == ([0],) for args in submitted)  # the one column, on the pool
+        assert submitted and all(args == ([0], True) for args in submitted)  # the one column, on the pool
 
 
 @pytest.mark.parametrize("share", [0, 10**9])
