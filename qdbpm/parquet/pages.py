@@ -199,19 +199,53 @@ def split_chunk(blob, ptype, codec, max_def, num_values) -> Split:
     return Split(ptype, *_split_pages(blob, codec, max_def, num_values))
 
 
+def _dictionary_values(split):
+    """The chunk's dictionary: a fixed-width array, or (bytes, starts, lengths); None: no dictionary."""
+    if split.dictionary is None:
+        return None
+    dbuf, dn = split.dictionary
+    if split.ptype == L.PT_BYTE_ARRAY:
+        return (dbuf,) + _byte_index(dbuf, 0, len(dbuf), dn)[:2]
+    dt = FIXED_DTYPES[split.ptype]
+    if dn * dt.itemsize > len(dbuf):
+        raise ParquetFormatError(f"dictionary page of {len(dbuf)} bytes cannot hold {dn} values")
+    return dbuf[:dn * dt.itemsize].view(dt)
+
+
+def dictionary_indexes(split: Split):
+    """(the chunk's dictionary as a `Fixed` / `Binary`, an int32 index into it per row, a null
+    row's index being the dictionary's size) when every data page of the chunk is
+    dictionary-encoded; None otherwise. A filter decides each distinct value once this way."""
+    if split.dictionary is None or any(pg.encoding not in _DICTIONARY_ENCODINGS for pg in split.pages):
+        return None
+    dvals = _dictionary_values(split)
+    size = len(dvals[1]) if split.ptype == L.PT_BYTE_ARRAY else len(dvals)
+    out = buffers.empty(sum(pg.n for pg in split.pages), np.int32)
+    r0 = 0
+    for pg in split.pages:
+        seg = out[r0:r0 + pg.n]
+        r0 += pg.n
+        valid = None if pg.levels is None else pg.levels == 1
+        count = pg.n if valid is None else int(np.count_nonzero(valid))
+        if not count:
+            seg[:] = size
+            continue
+        if pg.pos >= pg.end:
+            raise ParquetFormatError("dictionary-encoded page without its bit width")
+        idx = seg if count == pg.n else buffers.empty(count, np.int32)
+        _pages.rle_hybrid(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, idx, size)
+        if idx is not seg:
+            seg[:] = size
+            seg[valid] = idx
+    if split.ptype == L.PT_BYTE_ARRAY:
+        return _take(*dvals, None, None), out
+    return Fixed(dvals, None), out
+
+
 def chunk_values(split: Split, rows=None):
     """The second half of `read_chunk`: the values of `rows` (None: all) of a split chunk."""
-    ptype, dictionary, pages = split.ptype, split.dictionary, split.pages
-    dvals = None
-    if dictionary is not None:
-        dbuf, dn = dictionary
-        if ptype == L.PT_BYTE_ARRAY:
-            dvals = (dbuf,) + _byte_index(dbuf, 0, len(dbuf), dn)[:2]
-        else:
-            dt = FIXED_DTYPES[ptype]
-            if dn * dt.itemsize > len(dbuf):
-                raise ParquetFormatError(f"dictionary page of {len(dbuf)} bytes cannot hold {dn} values")
-            dvals = dbuf[:dn * dt.itemsize].view(dt)
+    ptype, pages = split.ptype, split.pages
+    dvals = _dictionary_values(split)
     pieces, r0 = [], 0
     for pg in pages:
         local = None

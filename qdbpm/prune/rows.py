@@ -67,6 +67,45 @@ def matching_rows(table: pa.Table, expr: pc.Expression) -> np.ndarray:
     return true_rows(m)
 
 
+def by_column(e, names) -> dict | None:
+    """`e`'s top-level conjuncts grouped by the one column of `names` each reads ({name: the AND
+    of its conjuncts}), or None when a conjunct reads no column, several, or one not in `names`
+    (a partition key): then only the whole filter decides a row. Each group may then be decided
+    once per distinct value of its column (a dictionary's entries), as AND keeps exactly the rows
+    every group keeps."""
+    names = names if isinstance(names, Names) else Names(names)
+    groups = {}
+    for k in (e.children if isinstance(e, E.And) else (e,)):
+        try:
+            cols = k.resolve(names).columns()
+        except PredicateError:
+            return None
+        if len(cols) != 1 or next(iter(cols)) not in names.names:
+            return None
+        groups.setdefault(next(iter(cols)), []).append(k)
+    return {c: ks[0] if len(ks) == 1 else E.And(tuple(ks)) for c, ks in groups.items()}
+
+
+def truths(table: pa.Table, exprs) -> list:
+    """Per expression of `exprs` (to_arrow expressions over `table`), a bool numpy array: where it
+    is TRUE (null: not), all from one projection in this thread."""
+    from pyarrow.acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
+
+    names = [f"m{i}" for i in range(len(exprs))]
+    plan = Declaration.from_sequence([Declaration("table_source", TableSourceNodeOptions(table)),
+                                      Declaration("project", ProjectNodeOptions(list(exprs), names))])
+    out = plan.to_table(use_threads=False)
+    res = []
+    for i in range(len(exprs)):
+        m = out.column(i)
+        if len(m) != table.num_rows or not pa.types.is_boolean(m.type):
+            raise PredicateError(f"the filter gave {len(m)} values of {m.type} for {table.num_rows} rows")
+        keep = np.zeros(table.num_rows, bool)
+        keep[true_rows(m)] = True
+        res.append(keep)
+    return res
+
+
 def true_rows(m) -> np.ndarray:
     """Row numbers (int64, ascending) where boolean (chunked) array `m` is TRUE (null: not), read
     from its bitmaps: no filled copy, no byte-per-row conversion through pandas' machinery."""

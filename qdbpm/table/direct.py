@@ -288,17 +288,82 @@ def predicate_table(pm, rgs, cols, blobs, fields, ks, all_null, unscaled=(), par
     their unscaled int64 values (prune.rows.unscaled_field); no column: the rows' count only."""
     if not cols:
         return pa.table({"_": pa.nulls(int(sum(int(pm.num_rows[r]) for r in rgs)))}).select([])
-    f1 = [unscaled_field(f.name, f.type) if _held(k, f, unscaled) else f for f, k in zip(fields, ks)]
-    k1 = [_UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)]
+    f1, k1 = _held_fields(fields, ks, unscaled)
     return pa.Table.from_arrays(decode(pm, rgs, cols, blobs, f1, k1, all_null, parallel=parallel), schema=pa.schema(f1))
 
 
-def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=()) -> pa.Table:
+def _length(v):
+    return len(v.offsets) - 1 if isinstance(v, pages.Binary) else len(v.values)
+
+
+def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide):
+    """The filter pass decided per distinct value: (rows kept, per column its row groups' splits).
+
+    `decide(table)` gives, per column name of a table of `cols`' values, where that column's own
+    conjuncts are TRUE (prune.rows.by_column / truths). A column whose chunks are all dictionary
+    pages is decided on its dictionaries (once per entry, a null once, then looked up per row);
+    any other on its rows' values. The columns are padded with nulls to one length; the rows
+    kept are those every column keeps."""
+    n = int(sum(int(pm.num_rows[r]) for r in rgs))
+    all_null, splits, domains, index = set(all_null), [], [], []
+    for c, f, k in zip(cols, fields, ks):
+        sp = _splits(pm, rgs, c, blobs, all_null)
+        splits.append(sp)
+        got = [None if x is None else pages.dictionary_indexes(x) for x in sp]
+        if any(x is not None and g is None for x, g in zip(sp, got)):  # plain pages: each row's value
+            domains.append(_column(pm, rgs, c, f, k, sp, [None] * len(rgs)).combine_chunks())
+            index.append(None)
+            continue
+        sizes = [0 if g is None else _length(g[0]) for g in got]
+        total, base, arrays, idx = sum(sizes), 0, [], []
+        for r, g, size in zip(rgs, got, sizes):
+            if g is None:  # an all-null chunk: every row at the null entry
+                idx.append(np.full(int(pm.num_rows[r]), total, np.int32))
+                continue
+            arrays.append(_array(g[0], k, f.type, int(pm.columns[c]["physical_type"])))
+            # renumbered into the concatenated dictionaries, a null at the one null entry (`total`)
+            idx.append(g[1] if size == total else np.where(g[1] == size, total, g[1] + base).astype(np.int32))
+            base += size
+        domains.append(pa.concat_arrays(arrays) if arrays else pa.array([], f.type))
+        index.append(idx[0] if len(idx) == 1 else np.concatenate(idx))
+    width = max(len(d) + (i is not None) for d, i in zip(domains, index))  # + a dictionary's null entry
+    padded = [d if len(d) == width else pa.concat_arrays([d, pa.nulls(width - len(d), d.type)]) for d in domains]
+    truth = decide(pa.Table.from_arrays(padded, schema=pa.schema(fields)))
+    if not set(truth) <= {f.name for f in fields}:
+        raise Unsupported("the filter's columns are not the decoded ones")  # never: a guard
+    keep = None
+    for f, i in zip(fields, index):
+        lut = truth.get(f.name)
+        if lut is not None:
+            m = lut[:n] if i is None else np.take(lut, i)
+            keep = m if keep is None else np.logical_and(keep, m, out=keep)
+    return (np.arange(n, dtype=np.int64) if keep is None else np.flatnonzero(keep)), splits
+
+
+def _held_fields(fields, ks, unscaled):
+    """Fields and kinds of a filter pass: DECIMAL columns in `unscaled` as their unscaled int64s."""
+    return ([unscaled_field(f.name, f.type) if _held(k, f, unscaled) else f for f, k in zip(fields, ks)],
+            [_UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)])
+
+
+def count_filtered(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide):
+    """The rows of predicate columns `cols` that `decide` keeps (`distinct_rows`), or None when
+    the per-value pass cannot evaluate a column's values (the whole filter decides then)."""
+    f1, k1 = _held_fields(fields, ks, unscaled)
+    try:
+        return len(distinct_rows(pm, rgs, cols, blobs, f1, k1, all_null, decide)[0])
+    except (pa.ArrowException, Unsupported):
+        return None
+
+
+def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=(),
+                    decide=None) -> pa.Table:
     """Late materialisation: the predicate's columns (`pred_cols` of `cols`) first; `matching(table)`
     gives the row numbers of that table that match (ascending); then the other columns at those
     rows only. The result has `cols` in order (matching rows only). `unscaled`: names of DECIMAL
     predicate columns the filter may read as their unscaled int64 values (prune.rows.unscaled_ok);
-    they are widened to their type for the kept rows only.
+    they are widened to their type for the kept rows only. `decide`: the filter pass per
+    distinct value (`distinct_rows`) where the residual is an AND of one-column conjuncts.
 
     The other columns are split into lanes as `decode` does; the pool's lanes decompress theirs
     while this thread decodes and filters the predicate's, then each lane gathers its columns'
@@ -331,11 +396,20 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
 
     ahead = [_executor().submit(lane_work, lane, True) for lane in lanes[1:]]
     by = {}
+    psplits = None
     try:
-        t = predicate_table(pm, rgs, [cols[i] for i in first], blobs, [fields[i] for i in first],
-                            [ks[i] for i in first], all_null, unscaled, parallel=not ahead)
+        pf, pk = [fields[i] for i in first], [ks[i] for i in first]
+        if decide is not None and first:
+            f1, k1 = _held_fields(pf, pk, unscaled)
+            try:
+                rows, psplits = distinct_rows(pm, rgs, [cols[i] for i in first], blobs, f1, k1, all_null, decide)
+            except (pa.ArrowException, Unsupported):  # e.g. an unused dictionary entry the filter cannot evaluate
+                psplits = None
+        if psplits is None:
+            t = predicate_table(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled,
+                                parallel=not ahead)
+            rows = np.asarray(matching(t), np.int64)
         n = int(sum(int(pm.num_rows[r]) for r in rgs))
-        rows = np.asarray(matching(t), np.int64)
         if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
             raise ParquetFormatError("filter pass gave rows out of order or range")  # never: a guard
         box["picks"] = _picks(pm, rgs, rows)
@@ -348,7 +422,10 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
         named.set()  # a lane never waits for a filter pass that ended
         for fu in ahead:  # every lane ends before this returns, also when one raised
             fu.cancel() or fu.exception()
-    if first:
+    if psplits is not None:
+        for j, i in enumerate(first):
+            by[i] = _column(pm, rgs, cols[i], fields[i], ks[i], psplits[j], box["picks"])
+    elif first:
         kept = t.take(pa.array(rows))
         for j, i in enumerate(first):
             col = kept.column(j)

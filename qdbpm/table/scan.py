@@ -24,7 +24,7 @@ from ..prune import expr as E
 from ..prune.arrow import to_arrow
 from ..prune.bind import bind
 from ..prune.rules import classify
-from ..prune.rows import matching_rows, unscaled_ok
+from ..prune.rows import by_column, matching_rows, truths, unscaled_ok
 from ..prune.filters import as_predicate
 from . import direct
 from .decode import (
@@ -124,6 +124,7 @@ class Scan:
         self._read_units = None
         self._schema = None
         self._filters = {}  # (residual id, decoded schema) -> the residual as an Arrow expression
+        self._groups = {}  # (residual, predicate column names) -> prune.rows.by_column's groups
 
     # -- the decision ---------------------------------------------------------------------------
 
@@ -371,8 +372,13 @@ class Scan:
         if taken is not None:
             fields, ks = taken
             try:
+                unscaled, decide = unscaled_ok(p.residual, pa.schema(fields)), self._decider(p)
+                got = None if decide is None else direct.count_filtered(
+                    unit.pm, unit.row_groups, unit.columns, blobs, fields, ks, unit.plan.all_null, unscaled, decide)
+                if got is not None:
+                    return got
                 t = direct.predicate_table(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
-                                           unit.plan.all_null, unscaled_ok(p.residual, pa.schema(fields)))
+                                           unit.plan.all_null, unscaled)
                 return len(self._matching(p, t))
             except (direct.Unsupported, ParquetFormatError):
                 pass  # pyarrow's reader decides, its errors included
@@ -432,6 +438,20 @@ class Scan:
         t = self._with_keys(t, p, p.needs)
         return matching_rows(t, self._filter(p.residual, t.schema))
 
+    def _decider(self, p):
+        """For `direct.distinct_rows`: table -> {column: where its conjuncts of p's residual are
+        TRUE}, or None when the residual reads keys or is not an AND of one-column conjuncts."""
+        if p.needs:
+            return None
+        names = [p.pm.column_names[c] for c in p.pred_cols]
+        key = (p.residual, tuple(names))
+        if key not in self._groups:
+            self._groups[key] = by_column(p.residual, names)
+        groups = self._groups[key]
+        if groups is None:
+            return None
+        return lambda d: dict(zip(groups, truths(d, [self._filter(e, d.schema) for e in groups.values()])))
+
     def _decode_direct(self, unit, blobs, p, fields, ks, filtered):
         """`_decode` without pyarrow's reader (`direct`), or None where a chunk turns out not to be
         that path's: then pyarrow's reader decides, its errors included."""
@@ -441,7 +461,7 @@ class Scan:
                 return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
             return direct.decode_filtered(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
                                           unit.plan.all_null, set(p.pred_cols), lambda t: self._matching(p, t),
-                                          unscaled_ok(p.residual, pa.schema(fields)))
+                                          unscaled_ok(p.residual, pa.schema(fields)), self._decider(p))
         except (direct.Unsupported, ParquetFormatError):
             return None
 
