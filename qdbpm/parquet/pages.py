@@ -11,6 +11,8 @@ back to pyarrow's reader for both, so its verdict on an odd or broken chunk stay
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 
@@ -29,7 +31,9 @@ SUPPORTED_TYPES = frozenset(FIXED_DTYPES) | {L.PT_BYTE_ARRAY}
 _DICTIONARY_ENCODINGS = (ENCODING_PLAIN_DICTIONARY, ENCODING_RLE_DICTIONARY)
 _CODECS = {L.CODEC_SNAPPY: "snappy", L.CODEC_GZIP: "gzip", L.CODEC_BROTLI: "brotli", L.CODEC_ZSTD: "zstd",
            L.CODEC_LZ4_RAW: "lz4_raw"}  # Parquet LZ4_RAW is the raw block format; pyarrow "lz4" is frames
-_codec_objects = {}
+# One codec object per thread: Arrow's codecs keep stream state (zlib's z_stream) that two
+# threads decompressing at once corrupt (a crash with gzip pages in lanes).
+_codecs_here = threading.local()
 
 
 class Unsupported(Exception):
@@ -64,10 +68,13 @@ def _decompress(codec, payload, size):
     name = _CODECS.get(codec)
     if name is None:
         raise Unsupported(f"codec {L.CODEC_NAMES[codec] if 0 <= codec < len(L.CODEC_NAMES) else codec}")
-    c = _codec_objects.get(name)
+    objects = getattr(_codecs_here, "objects", None)
+    if objects is None:
+        objects = _codecs_here.objects = {}
+    c = objects.get(name)
     if c is None:
         try:
-            c = _codec_objects[name] = pa.Codec(name)
+            c = objects[name] = pa.Codec(name)
         except (pa.ArrowException, ValueError) as e:
             raise Unsupported(f"codec {name}: {e}") from None
     try:

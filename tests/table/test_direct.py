@@ -546,3 +546,27 @@ def test_gathers_decode_only_kept_indexes_or_all_and_equal_pyarrow(roots, monkey
     for root in roots.values():
         assert same(_sorted(read_table(root, None, where)), _sorted(_reference(root, None, where)))
     assert bool(calls) == (share == 0)  # 0: every gather picks; 10**9: none does
+
+
+def test_each_thread_decompresses_with_its_own_codec_objects():
+    """Arrow's gzip codec keeps zlib's stream state in the object: two threads sharing one fail
+    ("invalid distances set") or crash, as lanes did on gzip pages. Each thread has its own."""
+    import threading
+
+    from qdbpm.pm import layout as L
+
+    data = bytes(range(256)) * 512
+    payload = pa.Codec("gzip").compress(data, asbytes=True)
+    seen = []
+
+    def run():
+        assert pages._decompress(L.CODEC_GZIP, payload, len(data)).tobytes() == data
+        seen.append(pages._codecs_here.objects["gzip"])
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    run()
+    assert len(seen) == 3 and len({id(c) for c in seen}) == 3
