@@ -296,27 +296,29 @@ def _length(v):
     return len(v.offsets) - 1 if isinstance(v, pages.Binary) else len(v.values)
 
 
-def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide):
+def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=True):
     """The filter pass decided per distinct value: (rows kept, per column its row groups' splits).
 
     `decide(table)` gives, per column name of a table of `cols`' values, where that column's own
     conjuncts are TRUE (prune.rows.by_column / truths). A column whose chunks are all dictionary
     pages is decided on its dictionaries (once per entry, a null once, then looked up per row);
     any other on its rows' values. The columns are padded with nulls to one length; the rows
-    kept are those every column keeps."""
+    kept are those every column keeps. The chunks are split (decompressed) in lanes as `decode`
+    splits them, when `parallel`."""
     n = int(sum(int(pm.num_rows[r]) for r in rgs))
-    all_null, splits, domains, index = set(all_null), [], [], []
-    for c, f, k in zip(cols, fields, ks):
-        sp = _splits(pm, rgs, c, blobs, all_null)
-        splits.append(sp)
+    all_null, domains, index = set(all_null), [], []
+    sizes = _sizes(rgs, cols, blobs)
+    splits = _in_lanes([lambda c=c: _splits(pm, rgs, c, blobs, all_null) for c in cols], sizes,
+                       parallel and sum(sizes) >= PARALLEL_BYTES)
+    for c, f, k, sp in zip(cols, fields, ks, splits):
         got = [None if x is None else pages.dictionary_indexes(x) for x in sp]
         if any(x is not None and g is None for x, g in zip(sp, got)):  # plain pages: each row's value
             domains.append(_column(pm, rgs, c, f, k, sp, [None] * len(rgs)).combine_chunks())
             index.append(None)
             continue
-        sizes = [0 if g is None else _length(g[0]) for g in got]
-        total, base, arrays, idx = sum(sizes), 0, [], []
-        for r, g, size in zip(rgs, got, sizes):
+        entries = [0 if g is None else _length(g[0]) for g in got]
+        total, base, arrays, idx = sum(entries), 0, [], []
+        for r, g, size in zip(rgs, got, entries):
             if g is None:  # an all-null chunk: every row at the null entry
                 idx.append(np.full(int(pm.num_rows[r]), total, np.int32))
                 continue
@@ -402,7 +404,8 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
         if decide is not None and first:
             f1, k1 = _held_fields(pf, pk, unscaled)
             try:
-                rows, psplits = distinct_rows(pm, rgs, [cols[i] for i in first], blobs, f1, k1, all_null, decide)
+                rows, psplits = distinct_rows(pm, rgs, [cols[i] for i in first], blobs, f1, k1, all_null, decide,
+                                              parallel=not ahead)
             except (pa.ArrowException, Unsupported):  # e.g. an unused dictionary entry the filter cannot evaluate
                 psplits = None
         if psplits is None:

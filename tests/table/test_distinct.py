@@ -49,8 +49,12 @@ def spy(monkeypatch):
     return seen
 
 
+@pytest.mark.parametrize("lanes", [1, 2])
 @pytest.mark.parametrize("where", SPLIT)
-def test_per_value_filter_reads_and_counts_equal_pyarrow(roots, spy, where):
+def test_per_value_filter_reads_and_counts_equal_pyarrow(roots, spy, monkeypatch, where, lanes):
+    """lanes 2: every chunk split on the pool and in this thread at once (PARALLEL_BYTES 0)."""
+    monkeypatch.setattr(direct, "LANES", lanes)
+    monkeypatch.setattr(direct, "PARALLEL_BYTES", 0 if lanes > 1 else direct.PARALLEL_BYTES)
     for name, root in roots.items():
         path = os.path.join(root, "part=0", "data.parquet")
         dataset = ds.dataset(path)
