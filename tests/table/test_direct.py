@@ -570,3 +570,13 @@ def test_each_thread_decompresses_with_its_own_codec_objects():
         t.join()
     run()
     assert len(seen) == 3 and len({id(c) for c in seen}) == 3
+
+
+@pytest.mark.parametrize("where", [None, "k < 2000", "f64 > 0.5 OR s IS NULL"])
+def test_every_writer_and_codec_reads_the_same_in_lanes(roots, monkeypatch, where):
+    """Every unit in lanes (this thread and the pool decompressing at once), every codec: the
+    rows are pyarrow's."""
+    monkeypatch.setattr(direct, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(direct, "LANES", 2)
+    for root in roots.values():
+        assert same(_sorted(read_table(root, None, where)), _sorted(_reference(root, None, where))), root
