@@ -266,33 +266,29 @@ def chunk_values(split: Split, rows=None):
     return _concat(pieces, ptype)
 
 
-PICK_SHARE = 4  # a page's kept rows under 1 / PICK_SHARE of its values: decode only their indexes
-
-
 def _page_values(pg, local, ptype, dvals):
     picks, count = _value_picks(pg, local)  # picks None: the values are the rows, in order
     nulls = picks < 0 if count != pg.n else None
     if pg.encoding in _DICTIONARY_ENCODINGS:
         if dvals is None:
             raise ParquetFormatError("dictionary-encoded page in a chunk without a dictionary page")
-        if pg.pos >= pg.end and count:
-            raise ParquetFormatError("dictionary-encoded page without its bit width")
-        size = len(dvals[1]) if ptype == L.PT_BYTE_ARRAY else len(dvals)
-        if not count:  # no value stored: every row (if any) is null
-            picks = np.empty(0, np.int32) if picks is None else np.full(len(picks), -1, np.int32)
-        elif picks is None or len(picks) * PICK_SHARE >= count:
+        if pg.pos >= pg.end:
+            if count:
+                raise ParquetFormatError("dictionary-encoded page without its bit width")
+            idx = np.empty(0, np.int32)
+        else:
             idx = buffers.empty(count, np.int32)
+            size = len(dvals[1]) if ptype == L.PT_BYTE_ARRAY else len(dvals)
             _pages.rle_hybrid(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, idx, size)
-            picks = idx if picks is None else (idx[picks] if nulls is None else np.where(nulls, -1, idx[np.maximum(picks, 0)]))
-        else:  # few rows kept: only their indexes (a null's position: the value before it, unused)
-            at = picks if nulls is None else np.maximum.accumulate(np.maximum(picks, 0))
-            got = buffers.empty(len(at), np.int32)
-            _pages.rle_hybrid_at(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count,
-                                 np.asarray(at, np.int64), got, size)
-            picks = got if nulls is None else np.where(nulls, -1, got)
+        if picks is None:
+            picks = idx
+        elif nulls is None:
+            picks = idx[picks]
+        else:
+            picks = np.where(nulls, -1, idx[np.maximum(picks, 0)] if count else 0)
         if ptype == L.PT_BYTE_ARRAY:
             return _take(*dvals, picks, nulls)
-        # every index is below the dictionary's size (the kernels checked each they decoded)
+        # every index is below the dictionary's size (rle_hybrid checked each)
         if nulls is None:
             vals = buffers.take_checked(dvals, picks)
         else:  # a null's slot takes any value: the first, or 0 with an empty dictionary

@@ -271,49 +271,6 @@ def test_rle_hybrid_equals_the_reference(seed):
             assert out.view(np.uint32).tolist() == rle_reference(buf, 0, len(buf), bw, count)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_rle_hybrid_at_equals_the_reference_at_its_positions(seed):
-    """The picking kernel gives the reference's values at any non-decreasing positions; a
-    truncated stream gives them or a clear error, never a read past the end."""
-    rng = np.random.default_rng(1000 + seed)
-    bw = int(rng.integers(0, 33))
-    buf, made = random_runs(rng, bw, int(rng.integers(1, 2000)))
-    count = int(rng.integers(1, made + 1))
-    ref = rle_reference(buf, 0, len(buf), bw, count)
-    at = np.sort(rng.integers(0, count, int(rng.integers(0, min(count, 300) + 1)))).astype(np.int64)
-    out = np.empty(len(at), np.int32)
-    end = _pages.rle_hybrid_at(buf, 0, len(buf), bw, count, at, out, 1 << 33)
-    assert out.view(np.uint32).tolist() == [ref[i] for i in at]
-    assert end == _pages.rle_hybrid(buf, 0, len(buf), bw, count, np.empty(count, np.int32), 1 << 33)
-    cut = int(rng.integers(0, len(buf)))
-    try:
-        _pages.rle_hybrid_at(buf[:cut].copy(), 0, cut, bw, count, at, out, 1 << 33)
-    except ParquetFormatError:
-        pass
-    else:
-        assert out.view(np.uint32).tolist() == [ref[i] for i in at]
-
-
-def test_rle_hybrid_at_checks_positions_and_the_values_it_reads():
-    vals = [1] * 16
-    vals[9] = 6
-    bits = sum(v << (3 * i) for i, v in enumerate(vals))
-    packed = np.frombuffer(_uleb(2 << 1 | 1) + bits.to_bytes(6, "little"), np.uint8)
-    out = np.empty(3, np.int32)
-    with pytest.raises(ParquetFormatError, match="value 6 is not below 5"):
-        _pages.rle_hybrid_at(packed, 0, len(packed), 3, 16, np.array([2, 9, 12]), out, 5)
-    _pages.rle_hybrid_at(packed, 0, len(packed), 3, 16, np.array([2, 8, 12]), out, 5)  # 9 not read
-    assert out.tolist() == [1, 1, 1]
-    for bad in ([3, 2], [-1], [16]):
-        with pytest.raises(ParquetFormatError, match="out of order or outside"):
-            _pages.rle_hybrid_at(packed, 0, len(packed), 3, 16, np.array(bad, np.int64), out, 7)
-    rle = np.frombuffer(_uleb(10 << 1) + bytes([5]), np.uint8)
-    with pytest.raises(ParquetFormatError, match="not below 5"):
-        _pages.rle_hybrid_at(rle, 0, len(rle), 3, 10, np.array([0], np.int64), out, 5)
-    with pytest.raises(ParquetFormatError, match="bit width 33"):
-        _pages.rle_hybrid_at(rle, 0, len(rle), 33, 10, np.array([0], np.int64), out, 5)
-
-
 def test_rle_hybrid_refuses_values_over_the_limit_and_bad_widths():
     buf = np.frombuffer(_uleb(10 << 1) + bytes([5]), np.uint8)
     out = np.empty(10, np.int32)
@@ -532,20 +489,6 @@ def test_filtered_reads_in_lanes_equal_pyarrow(roots, monkeypatch, columns):
     assert same(_sorted(got), _sorted(want))
     if len(columns) == 1:
         assert submitted and all(args == ([0], True) for args in submitted)  # the one column, on the pool
-
-
-@pytest.mark.parametrize("share", [0, 10**9])
-@pytest.mark.parametrize("where", ["k IN (3, 999, 1000, 2999)", "s = 'w07' AND k < 1500", "i32 > 0"])
-def test_gathers_decode_only_kept_indexes_or_all_and_equal_pyarrow(roots, monkeypatch, share, where):
-    """Dictionary pages with few kept rows decode only those rows' indexes (`rle_hybrid_at`),
-    nulls among them; forced either way over every writer, the rows are pyarrow's."""
-    monkeypatch.setattr(pages, "PICK_SHARE", share)
-    calls = []
-    real = _pages.rle_hybrid_at
-    monkeypatch.setattr(_pages, "rle_hybrid_at", lambda *a: calls.append(1) or real(*a))
-    for root in roots.values():
-        assert same(_sorted(read_table(root, None, where)), _sorted(_reference(root, None, where)))
-    assert bool(calls) == (share == 0)  # 0: every gather picks; 10**9: none does
 
 
 def test_each_thread_decompresses_with_its_own_codec_objects():
