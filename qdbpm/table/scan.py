@@ -124,7 +124,7 @@ class Scan:
         self._read_units = None
         self._schema = None
         self._filters = {}  # (residual id, decoded schema) -> the residual as an Arrow expression
-        self._groups = {}  # (residual, predicate column names) -> prune.rows.by_column's groups
+        self._groups = {}  # (residual id, predicate column names) -> prune.rows.by_column's groups
 
     # -- the decision ---------------------------------------------------------------------------
 
@@ -444,7 +444,7 @@ class Scan:
         if p.needs:
             return None
         names = [p.pm.column_names[c] for c in p.pred_cols]
-        key = (p.residual, tuple(names))
+        key = (id(p.residual), tuple(names))  # the plan's residuals live as long as the scan
         if key not in self._groups:
             self._groups[key] = by_column(p.residual, names)
         groups = self._groups[key]

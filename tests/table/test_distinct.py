@@ -138,3 +138,19 @@ def test_by_column_groups_one_column_conjuncts_only():
     assert by_column(where_text("a > 1 OR c < 2"), names) is None
     assert by_column(where_text("a > 1 AND key = 3"), names) is None  # not a column of the file
     assert set(by_column(where_text("c IS NULL"), names)) == {"c"}
+
+
+def test_a_literal_that_cannot_be_hashed_reads_and_counts(tmp_path, spy):
+    """The groups are kept per scan by the residual's identity: an unhashable literal (a
+    bytearray) must not break the per-value pass."""
+    d = tmp_path / "t" / "part=0"
+    d.mkdir(parents=True)
+    pq.write_table(pa.table({"k": list(range(10)), "b": [b"a", b"b"] * 5}), d / "data.parquet")
+    qdbpm.generate(str(d / "data.parquet"))
+    e = (qdbpm.col("b") == bytearray(b"a")) & (qdbpm.col("k") < 5)
+    with pytest.raises(TypeError):
+        hash(e)
+    root = str(tmp_path / "t")
+    assert read_table(root, ["k", "b"], e).to_pydict() == {"k": [0, 2, 4], "b": [b"a"] * 3}
+    assert qdbpm.open_table(root).scan(e).count() == 3
+    assert spy["passes"] == 2
