@@ -148,6 +148,9 @@ def _split_pages(blob, codec, max_def, num_values):
                 raise Unsupported(f"dictionary page encoding {h[5]}")
             dictionary = (_decompress(codec, body, usize), h[4])
         elif ptype in (PAGE_DATA, PAGE_DATA_V2):
+            if h[4] > num_values - total:  # checked before its levels are allocated
+                raise ParquetFormatError(f"data page at byte {pos} holds {h[4]} values, its chunk "
+                                         f"{num_values - total} more")
             pg = _data_page(h, body, codec, max_def)
             pages.append(pg)
             total += pg.n
@@ -160,6 +163,8 @@ def _split_pages(blob, codec, max_def, num_values):
 
 
 def _byte_index(buf, pos, end, n):
+    if n > (end - pos) // 4:  # each value has a 4-byte length: refused before allocating its index
+        raise ParquetFormatError(f"{n} PLAIN BYTE_ARRAY values cannot fit in {end - pos} bytes")
     starts, lens = buffers.empty(n, np.int64), buffers.empty(n, np.int32)
     end = _pages.byte_array_index(buf, pos, end, n, starts, lens)
     return starts, lens, end

@@ -523,3 +523,20 @@ def test_every_writer_and_codec_reads_the_same_in_lanes(roots, monkeypatch, wher
     monkeypatch.setattr(direct, "LANES", 2)
     for root in roots.values():
         assert same(_sorted(read_table(root, None, where)), _sorted(_reference(root, None, where))), root
+
+
+def test_counts_a_page_cannot_hold_are_refused_before_anything_is_allocated():
+    """A header's value count is checked against what the chunk and the bytes can hold before
+    an index or level array of that many entries is made (a hostile count would otherwise ask
+    for gigabytes first)."""
+    with pytest.raises(ParquetFormatError, match="cannot fit in 8 bytes"):
+        pages._byte_index(np.zeros(8, np.uint8), 0, 8, 2**31 - 1)
+    t = pa.table({"i": pa.array(np.arange(100, dtype=np.int32))})
+    buf = pa.BufferOutputStream()
+    pq.write_table(t, buf, compression="none", use_dictionary=False)
+    raw = buf.getvalue().to_pybytes()
+    c = pq.ParquetFile(pa.py_buffer(raw)).metadata.row_group(0).column(0)
+    blob = raw[c.data_page_offset:c.data_page_offset + c.total_compressed_size]
+    assert pages.read_chunk(blob, 1, 0, 1, 100).values.tolist() == list(range(100))
+    with pytest.raises(ParquetFormatError, match="holds 100 values, its chunk 60 more"):
+        pages.read_chunk(blob, 1, 0, 1, 60)
