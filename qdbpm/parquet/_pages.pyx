@@ -191,3 +191,79 @@ def take_bytes(const uint8_t[::1] buf, const int64_t[::1] starts, const int32_t[
                 if ln:
                     memcpy(&data[off[k]], &buf[starts[j]], ln)
     return a_off, a_data
+
+
+def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
+                   const uint8_t[::1] lut, uint8_t[::1] out, int64_t limit):
+    """out[k] &= lut[v_k] for the `count` values v_k of the RLE / bit-packed hybrid in
+    buf[pos:end]: `rle_hybrid` and a lookup in one pass, no index array. Every run is checked
+    as `rle_hybrid` checks it, each value against `limit` (the dictionary's size, at most
+    len(lut)). Returns the end of the last run read."""
+    cdef Py_ssize_t n = 0, k, take, start, need
+    cdef uint64_t header, shift, v, mask, bits
+    cdef int width = (bit_width + 7) // 8
+    cdef const uint8_t* p
+    cdef uint8_t t
+    if bit_width < 0 or bit_width > 32:
+        raise ParquetFormatError(f"RLE/bit-packed run at byte {pos}: bit width {bit_width} is over 32")
+    if end > buf.shape[0] or pos < 0 or pos > end or count > out.shape[0] or limit > lut.shape[0] or limit < 0:
+        raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
+    mask = (<uint64_t>1 << bit_width) - 1
+    p = &buf[0] if buf.shape[0] else NULL
+    with nogil:
+        while n < count:
+            start = pos
+            header = 0
+            shift = 0
+            while True:
+                if pos >= end or shift > 28:
+                    with gil:
+                        raise ParquetFormatError(f"RLE/bit-packed run header at byte {start} is truncated or "
+                                                 f"over 5 bytes ({n} of {count} values read)")
+                bits = p[pos]
+                header |= (bits & 0x7F) << shift
+                pos += 1
+                shift += 7
+                if bits < 0x80:
+                    break
+            if header & 1:
+                take = <Py_ssize_t>(header >> 1) * 8
+                if take > count - n:
+                    take = count - n
+                need = (take * bit_width + 7) // 8
+                if need > end - pos:
+                    with gil:
+                        raise ParquetFormatError(f"bit-packed run at byte {start} needs {need} bytes, "
+                                                 f"{end - pos} left")
+                for k in range(take):
+                    bits = <uint64_t>k * bit_width
+                    if end - pos - <Py_ssize_t>(bits >> 3) >= 8:
+                        v = (load8(p + pos + (bits >> 3)) >> (bits & 7)) & mask
+                    else:
+                        v = (load_le(p + pos + (bits >> 3), end - pos - <Py_ssize_t>(bits >> 3)) >> (bits & 7)) & mask
+                    if v >= <uint64_t>limit:
+                        with gil:
+                            raise ParquetFormatError(f"bit-packed run at byte {start}: value {v} is not below "
+                                                     f"{limit}")
+                    out[n + k] &= lut[v]
+                pos += (<Py_ssize_t>(header >> 1)) * bit_width if (<Py_ssize_t>(header >> 1)) * bit_width <= end - pos \
+                    else need
+                n += take
+            else:
+                if width > end - pos:
+                    with gil:
+                        raise ParquetFormatError(f"RLE run at byte {start}: value truncated")
+                v = load_le(p + pos, width) & mask if width else 0
+                pos += width
+                if v >= <uint64_t>limit:
+                    with gil:
+                        raise ParquetFormatError(f"RLE run at byte {start}: value {v} is not below {limit}")
+                take = <Py_ssize_t>(header >> 1)
+                if take > count - n:
+                    take = count - n
+                t = lut[v]
+                if not t:
+                    for k in range(take):
+                        out[n + k] = 0
+                n += take
+    return pos

@@ -224,34 +224,39 @@ def _dictionary_values(split):
     return dbuf[:dn * dt.itemsize].view(dt)
 
 
-def dictionary_indexes(split: Split):
-    """(the chunk's dictionary as a `Fixed` / `Binary`, an int32 index into it per row, a null
-    row's index being the dictionary's size) when every data page of the chunk is
-    dictionary-encoded; None otherwise. A filter decides each distinct value once this way."""
+def dictionary_entries(split: Split):
+    """The chunk's dictionary as a `Fixed` / `Binary` when every data page of the chunk is
+    dictionary-encoded, None otherwise: what a filter can decide once per entry (`lookup_and`)."""
     if split.dictionary is None or any(pg.encoding not in _DICTIONARY_ENCODINGS for pg in split.pages):
         return None
     dvals = _dictionary_values(split)
-    size = len(dvals[1]) if split.ptype == L.PT_BYTE_ARRAY else len(dvals)
-    out = buffers.empty(sum(pg.n for pg in split.pages), np.int32)
+    return _take(*dvals, None, None) if split.ptype == L.PT_BYTE_ARRAY else Fixed(dvals, None)
+
+
+def lookup_and(split: Split, lut, null, out):
+    """out[row] &= lut[the row's dictionary index] over the chunk's rows, `null` (0 / 1) for a
+    null row: a filter decided per entry, applied per row (`dictionary_entries` said yes). `lut`
+    (uint8) has one entry per dictionary value; every index is checked against that size."""
+    size = split.dictionary[1]
+    if len(lut) != size or len(out) != sum(pg.n for pg in split.pages):
+        raise ParquetFormatError(f"lookup of {len(lut)} entries for a dictionary of {size}")  # never: a guard
     r0 = 0
     for pg in split.pages:
         seg = out[r0:r0 + pg.n]
         r0 += pg.n
         valid = None if pg.levels is None else pg.levels == 1
         count = pg.n if valid is None else int(np.count_nonzero(valid))
-        if not count:
-            seg[:] = size
-            continue
-        if pg.pos >= pg.end:
+        if count and pg.pos >= pg.end:
             raise ParquetFormatError("dictionary-encoded page without its bit width")
-        idx = seg if count == pg.n else buffers.empty(count, np.int32)
-        _pages.rle_hybrid(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, idx, size)
-        if idx is not seg:
-            seg[:] = size
-            seg[valid] = idx
-    if split.ptype == L.PT_BYTE_ARRAY:
-        return _take(*dvals, None, None), out
-    return Fixed(dvals, None), out
+        if count == pg.n:
+            _pages.rle_lookup_and(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, lut, seg, size)
+            continue
+        if count:  # the non-null rows' values, then each row of the page takes its own
+            vals = np.ones(count, np.uint8)
+            _pages.rle_lookup_and(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, lut, vals, size)
+            seg[valid] &= vals
+        if not null:
+            seg[~valid] = 0
 
 
 def chunk_values(split: Split, rows=None):

@@ -301,45 +301,49 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
 
     `decide(table)` gives, per column name of a table of `cols`' values, where that column's own
     conjuncts are TRUE (prune.rows.by_column / truths). A column whose chunks are all dictionary
-    pages is decided on its dictionaries (once per entry, a null once, then looked up per row);
-    any other on its rows' values. The columns are padded with nulls to one length; the rows
-    kept are those every column keeps. The chunks are split (decompressed) in lanes as `decode`
-    splits them, when `parallel`."""
+    pages is decided on its dictionaries (once per entry, a null once), then each row looks its
+    index up as it is decoded (`pages.lookup_and`); any other column on its rows' values. The
+    columns are padded with nulls to one length; the rows kept are those every column keeps.
+    The chunks are split (decompressed) in lanes as `decode` splits them, when `parallel`."""
     n = int(sum(int(pm.num_rows[r]) for r in rgs))
     all_null, domains, index = set(all_null), [], []
     sizes = _sizes(rgs, cols, blobs)
     splits = _in_lanes([lambda c=c: _splits(pm, rgs, c, blobs, all_null) for c in cols], sizes,
                        parallel and sum(sizes) >= PARALLEL_BYTES)
     for c, f, k, sp in zip(cols, fields, ks, splits):
-        got = [None if x is None else pages.dictionary_indexes(x) for x in sp]
+        got = [None if x is None else pages.dictionary_entries(x) for x in sp]
         if any(x is not None and g is None for x, g in zip(sp, got)):  # plain pages: each row's value
             domains.append(_column(pm, rgs, c, f, k, sp, [None] * len(rgs)).combine_chunks())
             index.append(None)
             continue
-        entries = [0 if g is None else _length(g[0]) for g in got]
-        total, base, arrays, idx = sum(entries), 0, [], []
-        for r, g, size in zip(rgs, got, entries):
-            if g is None:  # an all-null chunk: every row at the null entry
-                idx.append(np.full(int(pm.num_rows[r]), total, np.int32))
-                continue
-            arrays.append(_array(g[0], k, f.type, int(pm.columns[c]["physical_type"])))
-            # renumbered into the concatenated dictionaries, a null at the one null entry (`total`)
-            idx.append(g[1] if size == total else np.where(g[1] == size, total, g[1] + base).astype(np.int32))
-            base += size
+        ptype = int(pm.columns[c]["physical_type"])
+        arrays = [_array(g, k, f.type, ptype) for g in got if g is not None]
         domains.append(pa.concat_arrays(arrays) if arrays else pa.array([], f.type))
-        index.append(idx[0] if len(idx) == 1 else np.concatenate(idx))
-    width = max(len(d) + (i is not None) for d, i in zip(domains, index))  # + a dictionary's null entry
+        index.append([0 if g is None else _length(g) for g in got])  # entries per row group
+    width = max(len(d) + (i is not None) for d, i in zip(domains, index))  # + the dictionaries' null entry
     padded = [d if len(d) == width else pa.concat_arrays([d, pa.nulls(width - len(d), d.type)]) for d in domains]
     truth = decide(pa.Table.from_arrays(padded, schema=pa.schema(fields)))
     if not set(truth) <= {f.name for f in fields}:
         raise Unsupported("the filter's columns are not the decoded ones")  # never: a guard
-    keep = None
-    for f, i in zip(fields, index):
+    keep = np.ones(n, np.uint8)
+    starts = np.cumsum([0] + [int(pm.num_rows[r]) for r in rgs]).tolist()
+    for f, sp, d, entries in zip(fields, splits, domains, index):
         lut = truth.get(f.name)
-        if lut is not None:
-            m = lut[:n] if i is None else np.take(lut, i)
-            keep = m if keep is None else np.logical_and(keep, m, out=keep)
-    return (np.arange(n, dtype=np.int64) if keep is None else np.flatnonzero(keep)), splits
+        if lut is None:
+            continue
+        lut = lut.view(np.uint8)
+        if entries is None:
+            keep &= lut[:n]
+            continue
+        null, base = lut[len(d)], 0  # the concatenated dictionaries, then one null entry
+        for i, x in enumerate(sp):
+            seg = keep[starts[i]:starts[i + 1]]
+            if x is None:  # an all-null chunk
+                seg &= null
+            else:
+                pages.lookup_and(x, lut[base:base + entries[i]], null, seg)
+                base += entries[i]
+    return np.flatnonzero(keep.view(bool)), splits
 
 
 def _held_fields(fields, ks, unscaled):

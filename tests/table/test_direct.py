@@ -271,6 +271,51 @@ def test_rle_hybrid_equals_the_reference(seed):
             assert out.view(np.uint32).tolist() == rle_reference(buf, 0, len(buf), bw, count)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_rle_lookup_and_equals_the_reference(seed):
+    """out &= lut[v] in one pass equals the reference's values looked up; a truncated stream gives
+    the same or a clear error, never a read past the end."""
+    rng = np.random.default_rng(2000 + seed)
+    bw = int(rng.integers(0, 11))
+    buf, made = random_runs(rng, bw, int(rng.integers(1, 2000)))
+    count = int(rng.integers(0, made + 1))
+    size = 1 << bw
+    lut = (rng.random(size) < 0.5).astype(np.uint8)
+    start = (rng.random(count) < 0.8).astype(np.uint8)
+    want = start & lut[np.array(rle_reference(buf, 0, len(buf), bw, count), np.int64)] if count else start
+    out = start.copy()
+    _pages.rle_lookup_and(buf, 0, len(buf), bw, count, lut, out, size)
+    assert out.tolist() == want.tolist()
+    if count:
+        cut = int(rng.integers(0, len(buf)))
+        out = start.copy()
+        try:
+            _pages.rle_lookup_and(buf[:cut].copy(), 0, cut, bw, count, lut, out, size)
+        except ParquetFormatError:
+            pass
+        else:
+            assert out.tolist() == want.tolist()
+
+
+def test_rle_lookup_and_checks_every_value_and_its_bounds():
+    vals = [1] * 16
+    vals[13] = 6
+    bits = sum(v << (3 * i) for i, v in enumerate(vals))
+    packed = np.frombuffer(_uleb(2 << 1 | 1) + bits.to_bytes(6, "little"), np.uint8)
+    lut = np.ones(8, np.uint8)
+    with pytest.raises(ParquetFormatError, match="value 6 is not below 5"):
+        _pages.rle_lookup_and(packed, 0, len(packed), 3, 16, lut, np.ones(16, np.uint8), 5)
+    rle = np.frombuffer(_uleb(10 << 1) + bytes([5]), np.uint8)
+    with pytest.raises(ParquetFormatError, match="not below 5"):
+        _pages.rle_lookup_and(rle, 0, len(rle), 3, 10, lut, np.ones(10, np.uint8), 5)
+    with pytest.raises(ParquetFormatError, match="bounds outside"):  # a limit past the table
+        _pages.rle_lookup_and(rle, 0, len(rle), 3, 10, lut[:4], np.ones(10, np.uint8), 5)
+    with pytest.raises(ParquetFormatError, match="bounds outside"):  # more values than out holds
+        _pages.rle_lookup_and(rle, 0, len(rle), 3, 10, lut, np.ones(9, np.uint8), 8)
+    with pytest.raises(ParquetFormatError, match="bit width 33"):
+        _pages.rle_lookup_and(rle, 0, len(rle), 33, 10, lut, np.ones(10, np.uint8), 8)
+
+
 def test_rle_hybrid_refuses_values_over_the_limit_and_bad_widths():
     buf = np.frombuffer(_uleb(10 << 1) + bytes([5]), np.uint8)
     out = np.empty(10, np.int32)

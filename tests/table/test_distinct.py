@@ -33,7 +33,7 @@ SPLIT = ["s = 'w07' AND i32 > 0", "s IN ('w01', 'w02', 'w29') AND f64 < 0.5 AND 
 def spy(monkeypatch):
     """Counts of per-value passes and of chunks decided on their dictionaries."""
     seen = {"passes": 0, "dictionaries": 0}
-    real_rows, real_idx = direct.distinct_rows, pages.dictionary_indexes
+    real_rows, real_idx = direct.distinct_rows, pages.dictionary_entries
 
     def rows(*a, **k):
         seen["passes"] += 1
@@ -45,7 +45,7 @@ def spy(monkeypatch):
         return got
 
     monkeypatch.setattr(direct, "distinct_rows", rows)
-    monkeypatch.setattr(pages, "dictionary_indexes", idx)
+    monkeypatch.setattr(pages, "dictionary_entries", idx)
     return seen
 
 
