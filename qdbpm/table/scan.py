@@ -35,8 +35,6 @@ from .ranges import DEFAULT_MAX_GAP, all_null_mask, plan
 
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes fetched or decoded and not yet yielded, per stream
 MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's fetched + decoded bytes (also at most budget / 4)
-INLINE_RANGES = 16  # count(): at most this many ranges of a local table are read inline ...
-INLINE_BYTES = 4 * 1024 * 1024  # ... totalling at most this many bytes
 
 # Units whose columns `direct` takes are decoded by it (late materialisation when filtered);
 # False: every unit through pyarrow's reader (the reference the direct path is tested against).
@@ -347,13 +345,9 @@ class Scan:
         return out
 
     def _inline(self, units) -> bool:
-        """Fetch in the calling thread (no fetch thread started): a single range, or little to
-        read from local files."""
-        ranges = sum(len(u.plan.ranges) for u in units)
-        if ranges <= 1:
-            return True
-        return self.table.filesystem is None and ranges <= INLINE_RANGES and \
-            sum(u.size for u in units) <= INLINE_BYTES
+        """Fetch in the calling thread (no fetch thread started): a single range, or any local
+        table, as `_batches` reads one (from the page cache a pread costs less than a hand-off)."""
+        return self.table.filesystem is None or sum(len(u.plan.ranges) for u in units) <= 1
 
     def _stream(self, units, inline=False):
         note = self.observer or (lambda event, n: None)

@@ -21,6 +21,7 @@ import pytest
 import qdbpm
 from qdbpm.sync.generate import generate
 from qdbpm.table.decode import decoded_bytes
+from qdbpm.table import pipeline
 from qdbpm.table.pipeline import THREAD_NAME
 from qdbpm.table.ranges import plan
 
@@ -227,6 +228,29 @@ def test_pipeline_never_holds_more_than_the_budget(table_dir):
 
 def scan_threads():
     return [t for t in threading.enumerate() if t.name == THREAD_NAME]
+
+
+def test_a_local_count_reads_in_this_thread_and_a_remote_one_does_not(table_dir, monkeypatch):
+    """A local table's count() reads its ranges inline, as to_table() does (a pread from the page
+    cache costs less than a hand-off to a fetch thread); through fsspec it fetches concurrently."""
+    root, _ = table_dir
+    started = []
+    real = pipeline.Fetcher.__init__
+
+    def fetcher(self, *a, **k):
+        started.append(1)
+        real(self, *a, **k)
+
+    monkeypatch.setattr(pipeline.Fetcher, "__init__", fetcher)
+    where = "px > 100.5"  # partial row groups everywhere: many ranges
+    with qdbpm.open_table(root) as table:
+        scan = table.scan(where)
+        assert len(scan.byte_ranges()) > 16
+        local = scan.count()
+    assert not started
+    with qdbpm.open_table(root, fsspec.filesystem("file")) as table:
+        assert table.scan(where).count() == local
+    assert started
 
 
 def test_closing_the_reader_early_stops_the_pipeline(table_dir):
