@@ -415,12 +415,18 @@ def chunk_stats_at(buf, at, ctype: ColumnType) -> ColumnStats | None:
 
 
 def _variable_stats(pm, col, ctype):
-    ch = pm.chunks[:, col]
+    ool_at = SD.ool_start(np.asarray(pm.block_offsets, np.int64), pm.column_count)
+    return variable_stats(pm.chunks[:, col], ool_at, pm.buffer, ctype)
+
+
+def variable_stats(ch, ool_at, buf, ctype) -> ColumnStats:
+    """Stats of a KIND_BYTES / KIND_BIGDEC column from its chunk records `ch` (of one file or of
+    many concatenated) and `ool_at`, where each record's block's out-of-line region starts in
+    `buf` (the references were checked against their own file when it was opened)."""
     R = len(ch)
     nulls_known, nulls, num_values, exact = _null_stats(ch, ctype)
     kind, pt = ctype.kind, ctype.physical_type
-    ool_at = SD.ool_start(np.asarray(pm.block_offsets, np.int64), pm.column_count)
-    mins, maxs = SD.column_stat_bytes(ch, pt, ool_at, pm.buffer, _bytes.gather)
+    mins, maxs = SD.column_stat_bytes(ch, pt, ool_at, buf, _bytes.gather)
     if kind == KIND_BYTES:
         mins, maxs = ByteValues.of(mins), ByteValues.of(maxs)
         has_lo, has_hi = mins.present, maxs.present
