@@ -36,88 +36,134 @@ cdef inline uint64_t load_le(const uint8_t* p, Py_ssize_t avail) noexcept nogil:
     return v
 
 
+cdef struct Runs:
+    # A walk over the runs of an RLE / bit-packed hybrid: `next_run` reads one run's header and
+    # checks it; the kernels only differ in what they do with a run's values.
+    const uint8_t* p
+    Py_ssize_t pos, end, start, n, count, take, need, groups
+    int bit_width, width
+    uint64_t mask, value
+    bint packed
+
+
+cdef enum:
+    RUN_OK, RUN_HEADER, RUN_PACKED_SHORT, RUN_VALUE_SHORT, RUN_VALUE_OVER
+
+
+cdef inline int next_run(Runs* r, int64_t limit) noexcept nogil:
+    """The next run from r.pos: r.packed, r.take values (those still wanted of r.count) from
+    value r.n on; a bit-packed run's bytes start at r.p + r.pos (r.need of them read), an RLE
+    run's value is r.value (checked < limit, r.pos past it). RUN_OK or the error's code."""
+    cdef uint64_t header = 0, shift = 0, bits
+    r.start = r.pos
+    while True:  # ULEB128 run header, at most 5 bytes (a uint32)
+        if r.pos >= r.end or shift > 28:
+            return RUN_HEADER
+        bits = r.p[r.pos]
+        header |= (bits & 0x7F) << shift
+        r.pos += 1
+        shift += 7
+        if bits < 0x80:
+            break
+    r.packed = header & 1
+    if r.packed:  # (header >> 1) groups of 8 values
+        r.groups = <Py_ssize_t>(header >> 1)
+        r.take = r.groups * 8
+        if r.take > r.count - r.n:
+            r.take = r.count - r.n
+        r.need = (r.take * r.bit_width + 7) // 8  # bytes the values used here occupy
+        return RUN_PACKED_SHORT if r.need > r.end - r.pos else RUN_OK
+    if r.width > r.end - r.pos:  # RLE: one value repeated (header >> 1) times
+        return RUN_VALUE_SHORT
+    r.value = load_le(r.p + r.pos, r.width) & r.mask if r.width else 0
+    r.pos += r.width
+    if r.value >= <uint64_t>limit:
+        return RUN_VALUE_OVER
+    r.take = <Py_ssize_t>(header >> 1)
+    if r.take > r.count - r.n:
+        r.take = r.count - r.n
+    return RUN_OK
+
+
+cdef inline void end_packed(Runs* r) noexcept nogil:
+    """Past a bit-packed run: all its groups' bytes, or those read when the page ends sooner."""
+    r.pos += r.groups * r.bit_width if r.groups * r.bit_width <= r.end - r.pos else r.need
+    r.n += r.take
+
+
+cdef int start_runs(Runs* r, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width,
+                    Py_ssize_t count, Py_ssize_t room) except -1:
+    """Check the arguments (`room`: the output's length) and set up the walk."""
+    if bit_width < 0 or bit_width > 32:
+        raise ParquetFormatError(f"RLE/bit-packed run at byte {pos}: bit width {bit_width} is over 32")
+    if end > buf.shape[0] or pos < 0 or pos > end or count > room:
+        raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
+    r.p = &buf[0] if buf.shape[0] else NULL
+    r.pos, r.end, r.n, r.count = pos, end, 0, count
+    r.bit_width, r.width = bit_width, (bit_width + 7) // 8
+    r.mask = (<uint64_t>1 << bit_width) - 1
+    return 0
+
+
+cdef int run_error(Runs* r, int code, int64_t limit) except -1 with gil:
+    if code == RUN_HEADER:
+        raise ParquetFormatError(f"RLE/bit-packed run header at byte {r.start} is truncated or over 5 bytes "
+                                 f"({r.n} of {r.count} values read)")
+    if code == RUN_PACKED_SHORT:
+        raise ParquetFormatError(f"bit-packed run at byte {r.start} needs {r.need} bytes, {r.end - r.pos} left")
+    if code == RUN_VALUE_SHORT:
+        raise ParquetFormatError(f"RLE run at byte {r.start}: value truncated")
+    raise ParquetFormatError(f"RLE run at byte {r.start}: value {r.value} is not below {limit}")
+
+
+cdef int value_error(Runs* r, uint64_t v, int64_t limit) except -1 with gil:
+    raise ParquetFormatError(f"bit-packed run at byte {r.start}: value {v} is not below {limit}")
+
+
 def rle_hybrid(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
                int32_t[::1] out, int64_t limit):
     """Decode `count` values of the RLE / bit-packed hybrid in buf[pos:end] into out[:count]; each
     must be < `limit` (the dictionary size, or max level + 1). Returns the end of the last run read."""
-    cdef Py_ssize_t n = 0, k, take, start, need, fast, room
-    cdef uint64_t header, shift, v, mask, bits, top
-    cdef int width = (bit_width + 7) // 8
-    cdef const uint8_t* p
-    if bit_width < 0 or bit_width > 32:
-        raise ParquetFormatError(f"RLE/bit-packed run at byte {pos}: bit width {bit_width} is over 32")
-    if end > buf.shape[0] or pos < 0 or pos > end or count > out.shape[0]:
-        raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
-    mask = (<uint64_t>1 << bit_width) - 1
-    p = &buf[0] if buf.shape[0] else NULL
+    cdef Runs r
+    cdef Py_ssize_t k, fast, room, at
+    cdef uint64_t v, bits, top
+    cdef int code
+    start_runs(&r, buf, pos, end, bit_width, count, out.shape[0])
     with nogil:
-        while n < count:
-            start = pos
-            header = 0
-            shift = 0
-            while True:  # ULEB128 run header, at most 5 bytes (a uint32)
-                if pos >= end or shift > 28:
-                    with gil:
-                        raise ParquetFormatError(f"RLE/bit-packed run header at byte {start} is truncated or "
-                                                 f"over 5 bytes ({n} of {count} values read)")
-                bits = p[pos]
-                header |= (bits & 0x7F) << shift
-                pos += 1
-                shift += 7
-                if bits < 0x80:
-                    break
-            if header & 1:  # bit-packed: (header >> 1) groups of 8 values
-                take = <Py_ssize_t>(header >> 1) * 8
-                if take > count - n:
-                    take = count - n
-                need = (take * bit_width + 7) // 8  # bytes the values used here occupy
-                if need > end - pos:
-                    with gil:
-                        raise ParquetFormatError(f"bit-packed run at byte {start} needs {need} bytes, "
-                                                 f"{end - pos} left")
-                # Values whose 8-byte load ends inside the buffer take the plain loop (no length
-                # test, the limit checked once on the run's largest value); the rest load_le.
-                fast = take
-                if bit_width:
-                    room = end - pos - 8
-                    fast = 0 if room < 0 else min(take, (room * 8 + 7) // bit_width + 1)
-                top = 0
-                for k in range(fast):
-                    bits = <uint64_t>k * bit_width
-                    v = (load8(p + pos + (bits >> 3)) >> (bits & 7)) & mask
-                    out[n + k] = <int32_t>v
-                    top = v if v > top else top
-                for k in range(fast, take):
-                    bits = <uint64_t>k * bit_width
-                    v = (load_le(p + pos + (bits >> 3), end - pos - <Py_ssize_t>(bits >> 3)) >> (bits & 7)) & mask
-                    out[n + k] = <int32_t>v
-                    top = v if v > top else top
-                if top >= <uint64_t>limit:
-                    for k in range(take):  # name the first value over the limit
-                        v = <uint32_t>out[n + k]
-                        if v >= <uint64_t>limit:
-                            with gil:
-                                raise ParquetFormatError(f"bit-packed run at byte {start}: value {v} is not below "
-                                                         f"{limit}")
-                pos += (<Py_ssize_t>(header >> 1)) * bit_width if (<Py_ssize_t>(header >> 1)) * bit_width <= end - pos \
-                    else need
-                n += take
-            else:  # RLE: one value repeated (header >> 1) times
-                if width > end - pos:
-                    with gil:
-                        raise ParquetFormatError(f"RLE run at byte {start}: value truncated")
-                v = load_le(p + pos, width) & mask if width else 0
-                pos += width
-                if v >= <uint64_t>limit:
-                    with gil:
-                        raise ParquetFormatError(f"RLE run at byte {start}: value {v} is not below {limit}")
-                take = <Py_ssize_t>(header >> 1)
-                if take > count - n:
-                    take = count - n
-                for k in range(take):
-                    out[n + k] = <int32_t>v
-                n += take
-    return pos
+        while r.n < r.count:
+            code = next_run(&r, limit)
+            if code != RUN_OK:
+                run_error(&r, code, limit)
+            if not r.packed:
+                for k in range(r.take):
+                    out[r.n + k] = <int32_t>r.value
+                r.n += r.take
+                continue
+            # Values whose 8-byte load ends inside the buffer take the plain loop (no length
+            # test, the limit checked once on the run's largest value); the rest load_le.
+            fast = r.take
+            if r.bit_width:
+                room = r.end - r.pos - 8
+                fast = 0 if room < 0 else min(r.take, (room * 8 + 7) // r.bit_width + 1)
+            top = 0
+            for k in range(fast):
+                bits = <uint64_t>k * r.bit_width
+                v = (load8(r.p + r.pos + (bits >> 3)) >> (bits & 7)) & r.mask
+                out[r.n + k] = <int32_t>v
+                top = v if v > top else top
+            for k in range(fast, r.take):
+                bits = <uint64_t>k * r.bit_width
+                at = r.pos + <Py_ssize_t>(bits >> 3)
+                v = (load_le(r.p + at, r.end - at) >> (bits & 7)) & r.mask
+                out[r.n + k] = <int32_t>v
+                top = v if v > top else top
+            if top >= <uint64_t>limit:
+                for k in range(r.take):  # name the first value over the limit
+                    v = <uint32_t>out[r.n + k]
+                    if v >= <uint64_t>limit:
+                        value_error(&r, v, limit)
+            end_packed(&r)
+    return r.pos
 
 
 def byte_array_index(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t count,
@@ -199,71 +245,33 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
     buf[pos:end]: `rle_hybrid` and a lookup in one pass, no index array. Every run is checked
     as `rle_hybrid` checks it, each value against `limit` (the dictionary's size, at most
     len(lut)). Returns the end of the last run read."""
-    cdef Py_ssize_t n = 0, k, take, start, need
-    cdef uint64_t header, shift, v, mask, bits
-    cdef int width = (bit_width + 7) // 8
-    cdef const uint8_t* p
-    cdef uint8_t t
-    if bit_width < 0 or bit_width > 32:
-        raise ParquetFormatError(f"RLE/bit-packed run at byte {pos}: bit width {bit_width} is over 32")
-    if end > buf.shape[0] or pos < 0 or pos > end or count > out.shape[0] or limit > lut.shape[0] or limit < 0:
+    cdef Runs r
+    cdef Py_ssize_t k, at
+    cdef uint64_t v, bits
+    cdef int code
+    if limit > lut.shape[0] or limit < 0:
         raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
-    mask = (<uint64_t>1 << bit_width) - 1
-    p = &buf[0] if buf.shape[0] else NULL
+    start_runs(&r, buf, pos, end, bit_width, count, out.shape[0])
     with nogil:
-        while n < count:
-            start = pos
-            header = 0
-            shift = 0
-            while True:
-                if pos >= end or shift > 28:
-                    with gil:
-                        raise ParquetFormatError(f"RLE/bit-packed run header at byte {start} is truncated or "
-                                                 f"over 5 bytes ({n} of {count} values read)")
-                bits = p[pos]
-                header |= (bits & 0x7F) << shift
-                pos += 1
-                shift += 7
-                if bits < 0x80:
-                    break
-            if header & 1:
-                take = <Py_ssize_t>(header >> 1) * 8
-                if take > count - n:
-                    take = count - n
-                need = (take * bit_width + 7) // 8
-                if need > end - pos:
-                    with gil:
-                        raise ParquetFormatError(f"bit-packed run at byte {start} needs {need} bytes, "
-                                                 f"{end - pos} left")
-                for k in range(take):
-                    bits = <uint64_t>k * bit_width
-                    if end - pos - <Py_ssize_t>(bits >> 3) >= 8:
-                        v = (load8(p + pos + (bits >> 3)) >> (bits & 7)) & mask
-                    else:
-                        v = (load_le(p + pos + (bits >> 3), end - pos - <Py_ssize_t>(bits >> 3)) >> (bits & 7)) & mask
-                    if v >= <uint64_t>limit:
-                        with gil:
-                            raise ParquetFormatError(f"bit-packed run at byte {start}: value {v} is not below "
-                                                     f"{limit}")
-                    out[n + k] &= lut[v]
-                pos += (<Py_ssize_t>(header >> 1)) * bit_width if (<Py_ssize_t>(header >> 1)) * bit_width <= end - pos \
-                    else need
-                n += take
-            else:
-                if width > end - pos:
-                    with gil:
-                        raise ParquetFormatError(f"RLE run at byte {start}: value truncated")
-                v = load_le(p + pos, width) & mask if width else 0
-                pos += width
-                if v >= <uint64_t>limit:
-                    with gil:
-                        raise ParquetFormatError(f"RLE run at byte {start}: value {v} is not below {limit}")
-                take = <Py_ssize_t>(header >> 1)
-                if take > count - n:
-                    take = count - n
-                t = lut[v]
-                if not t:
-                    for k in range(take):
-                        out[n + k] = 0
-                n += take
-    return pos
+        while r.n < r.count:
+            code = next_run(&r, limit)
+            if code != RUN_OK:
+                run_error(&r, code, limit)
+            if not r.packed:
+                if not lut[r.value]:
+                    for k in range(r.take):
+                        out[r.n + k] = 0
+                r.n += r.take
+                continue
+            for k in range(r.take):
+                bits = <uint64_t>k * r.bit_width
+                at = r.pos + <Py_ssize_t>(bits >> 3)
+                if r.end - at >= 8:
+                    v = (load8(r.p + at) >> (bits & 7)) & r.mask
+                else:
+                    v = (load_le(r.p + at, r.end - at) >> (bits & 7)) & r.mask
+                if v >= <uint64_t>limit:  # checked before the lookup: lut holds `limit` entries
+                    value_error(&r, v, limit)
+                out[r.n + k] &= lut[v]
+            end_packed(&r)
+    return r.pos
