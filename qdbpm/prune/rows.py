@@ -100,26 +100,32 @@ def truths(table: pa.Table, exprs) -> list:
         m = out.column(i)
         if len(m) != table.num_rows or not pa.types.is_boolean(m.type):
             raise PredicateError(f"the filter gave {len(m)} values of {m.type} for {table.num_rows} rows")
-        keep = np.zeros(table.num_rows, bool)
-        keep[true_rows(m)] = True
-        res.append(keep)
+        res.append(true_mask(m))
     return res
 
 
 def true_rows(m) -> np.ndarray:
-    """Row numbers (int64, ascending) where boolean (chunked) array `m` is TRUE (null: not), read
-    from its bitmaps: no filled copy, no byte-per-row conversion through pandas' machinery."""
-    out, base = [], 0
+    """Row numbers (int64, ascending) where boolean (chunked) array `m` is TRUE (null: not)."""
+    return np.flatnonzero(true_mask(m)).astype(np.int64, copy=False)  # numpy's fast path is bool's
+
+
+def true_mask(m) -> np.ndarray:
+    """A bool per row of boolean (chunked) array `m`: TRUE (null: not), read from its bitmaps: no
+    filled copy, no byte-per-row conversion through pandas' machinery."""
+    out = []
     for c in (m.chunks if isinstance(m, pa.ChunkedArray) else [m]):
         n = len(c)
-        if n and c.null_count < n:
+        if n and c.null_count == n:
+            out.append(np.zeros(n, bool))
+        elif n:
             valid, data = c.buffers()[:2]
             keep = _bits(data, c.offset, n)
             if c.null_count:
                 keep &= _bits(valid, c.offset, n)
-            out.append(np.flatnonzero(keep.view(bool)) + base)  # numpy's fast path is bool's (4x uint8's)
-        base += n
-    return np.concatenate(out).astype(np.int64, copy=False) if out else np.zeros(0, np.int64)
+            out.append(keep.view(bool))
+    if len(out) == 1:
+        return out[0]
+    return np.concatenate(out) if out else np.zeros(0, bool)
 
 
 def _bits(buf, offset, n) -> np.ndarray:

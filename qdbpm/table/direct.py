@@ -352,14 +352,21 @@ def _held_fields(fields, ks, unscaled):
             [_UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)])
 
 
-def count_filtered(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide):
-    """The rows of predicate columns `cols` that `decide` keeps (`distinct_rows`), or None when
-    the per-value pass cannot evaluate a column's values (the whole filter decides then)."""
+def per_value_pass(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide, parallel=True):
+    """`distinct_rows` over predicate columns `cols` (the DECIMALs in `unscaled` held as their
+    unscaled int64s), or None where it cannot evaluate a column's values (an unused dictionary
+    entry the filter fails on): then the whole filter decides over the rows."""
     f1, k1 = _held_fields(fields, ks, unscaled)
     try:
-        return len(distinct_rows(pm, rgs, cols, blobs, f1, k1, all_null, decide)[0])
+        return distinct_rows(pm, rgs, cols, blobs, f1, k1, all_null, decide, parallel)
     except (pa.ArrowException, Unsupported):
         return None
+
+
+def count_filtered(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide):
+    """The rows of predicate columns `cols` that `decide` keeps (`per_value_pass`), or None."""
+    got = per_value_pass(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide)
+    return None if got is None else len(got[0])
 
 
 def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=(),
@@ -405,14 +412,11 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     psplits = None
     try:
         pf, pk = [fields[i] for i in first], [ks[i] for i in first]
-        if decide is not None and first:
-            f1, k1 = _held_fields(pf, pk, unscaled)
-            try:
-                rows, psplits = distinct_rows(pm, rgs, [cols[i] for i in first], blobs, f1, k1, all_null, decide,
-                                              parallel=not ahead)
-            except (pa.ArrowException, Unsupported):  # e.g. an unused dictionary entry the filter cannot evaluate
-                psplits = None
-        if psplits is None:
+        got = None if decide is None or not first else \
+            per_value_pass(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled, decide, not ahead)
+        if got is not None:
+            rows, psplits = got
+        else:
             t = predicate_table(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled,
                                 parallel=not ahead)
             rows = np.asarray(matching(t), np.int64)

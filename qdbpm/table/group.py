@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..pm import layout as L
+from ..pm.stat_decode import ool_start
 from ..prune.stats import (KIND_BIGDEC, KIND_BYTES, ByteValues, ColumnStats, chunk_stats, chunk_stats_at,
                            column_records, variable_stats)
 
@@ -121,14 +121,15 @@ class Group:
                     st = chunk_stats(recs, ct)
                 self._stats[col] = st
             return st
+        if isinstance(st, ColumnStats):
+            return st
         wanted = self.wanted(need)
         if st is None and self.batch is not None and int(wanted.sum()) > BATCH_MEMBERS:
             # Many members wanted: every member's out-of-line bounds at once, read where they
             # lie in the batch buffer, whole (no member opened, none kept).
-            ool_at = self.batch.block_at[self._rgs] + L.block_size(len(self.schema.types))
+            ool_at = ool_start(self.batch.block_at[self._rgs], len(self.schema.types))
             st = self._stats[col] = variable_stats(self.batch.records(self.files, col), ool_at,
                                                    self.batch.buffer, ct)
-        if isinstance(st, ColumnStats):
             return st
         if st is None:
             st = self._stats[col] = _Partial(ct.kind, len(self.members))

@@ -346,7 +346,9 @@ class Scan:
 
     def _inline(self, units) -> bool:
         """Fetch in the calling thread (no fetch thread started): a single range, or any local
-        table, as `_batches` reads one (from the page cache a pread costs less than a hand-off)."""
+        table (from the page cache a pread costs less than handing it to a fetch thread: thread
+        starts and GIL hand-offs cost ~1/3 of a selective TPC-H read). Remote ranges are
+        requested concurrently."""
         return self.table.filesystem is None or sum(len(u.plan.ranges) for u in units) <= 1
 
     def _stream(self, units, inline=False):
@@ -462,10 +464,8 @@ class Scan:
     def _batches(self):
         target = self.schema
         pool, freed = pa.default_memory_pool(), 0
-        # Local files are read in this thread: from the page cache a pread costs less than
-        # handing it to a fetch thread (thread starts and GIL hand-offs cost ~1/3 of a selective
-        # TPC-H read); remote ranges are requested concurrently.
-        for unit, blobs in self._stream(self._units_for_read(), inline=self.table.filesystem is None):
+        units = self._units_for_read()
+        for unit, blobs in self._stream(units, inline=self._inline(units)):
             # Arrow's allocator keeps freed pages for reuse; handing them back once per half
             # budget streamed keeps RSS near the budget on long scans, at one call per ~budget/2.
             freed += unit.size
