@@ -27,6 +27,7 @@ from ..parquet.compact import T
 from ..pm import layout as L
 from ..prune.rows import unscaled_field
 
+
 Unsupported = pages.Unsupported
 
 # Chunk value encodings this path takes (`_pm` keeps no bit for RLE levels); DELTA_* and
@@ -299,43 +300,60 @@ def _length(v):
 def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=True):
     """The filter pass decided per distinct value: (rows kept, per column its row groups' splits).
 
-    `decide(table)` gives, per column name of a table of `cols`' values, where that column's own
-    conjuncts are TRUE (prune.rows.by_column / truths). A column whose chunks are all dictionary
-    pages is decided on its dictionaries (once per entry, a null once), then each row looks its
-    index up as it is decoded (`pages.lookup_and`); any other column on its rows' values. The
-    columns are padded with nulls to one length; the rows kept are those every column keeps.
-    The chunks are split (decompressed) in lanes as `decode` splits them, when `parallel`."""
+    `decide` (a `decider.Decider`): a column whose chunks are all dictionary pages is decided on its
+    dictionaries (once per entry, a null once; entries decided before are looked up in its memo),
+    then each row looks its index up as it is decoded (`pages.lookup_and`); any other column on
+    its rows' values. The columns evaluated are padded with nulls to one length; the rows kept
+    are those every column keeps. The chunks are split (decompressed) in lanes as `decode` splits
+    them, when `parallel`."""
     n = int(sum(int(pm.num_rows[r]) for r in rgs))
-    all_null, domains, index = set(all_null), [], []
+    all_null, todo, luts = set(all_null), [], {}  # todo: (field, Arrow values, (memo key, values) or None)
     sizes = _sizes(rgs, cols, blobs)
     splits = _in_lanes([lambda c=c: _splits(pm, rgs, c, blobs, all_null) for c in cols], sizes,
                        parallel and sum(sizes) >= PARALLEL_BYTES)
+    index = {}
     for c, f, k, sp in zip(cols, fields, ks, splits):
         got = [None if x is None else pages.dictionary_entries(x) for x in sp]
         if any(x is not None and g is None for x, g in zip(sp, got)):  # plain pages: each row's value
-            domains.append(_column(pm, rgs, c, f, k, sp, [None] * len(rgs)).combine_chunks())
-            index.append(None)
+            todo.append((f, _column(pm, rgs, c, f, k, sp, [None] * len(rgs)).combine_chunks(), None))
+            continue
+        index[f.name] = [0 if g is None else _length(g) for g in got]  # entries per row group
+        key, values = decide.key(f, k, got)
+        hit = None if key is None else decide.lookup(key, values)
+        if hit is not None:
+            luts[f.name] = hit
             continue
         ptype = int(pm.columns[c]["physical_type"])
         arrays = [_array(g, k, f.type, ptype) for g in got if g is not None]
-        domains.append(pa.concat_arrays(arrays) if arrays else pa.array([], f.type))
-        index.append([0 if g is None else _length(g) for g in got])  # entries per row group
-    width = max(len(d) + (i is not None) for d, i in zip(domains, index))  # + the dictionaries' null entry
-    padded = [d if len(d) == width else pa.concat_arrays([d, pa.nulls(width - len(d), d.type)]) for d in domains]
-    truth = decide(pa.Table.from_arrays(padded, schema=pa.schema(fields)))
-    if not set(truth) <= {f.name for f in fields}:
-        raise Unsupported("the filter's columns are not the decoded ones")  # never: a guard
+        todo.append((f, pa.concat_arrays(arrays) if arrays else pa.array([], f.type), (key, values)))
+    if todo:
+        # + the dictionaries' null entry
+        width = max(len(d) + (f.name in index) for f, d, _ in todo)
+        padded = [d if len(d) == width else pa.concat_arrays([d, pa.nulls(width - len(d), d.type)]) for _, d, _ in todo]
+        truth = decide.decide(pa.Table.from_arrays(padded, schema=pa.schema([f for f, _, _ in todo])))
+        if not set(truth) <= {f.name for f, _, _ in todo}:
+            raise Unsupported("the filter's columns are not the decoded ones")  # never: a guard
+        for f, d, key in todo:
+            lut = truth.get(f.name)
+            if lut is None:
+                continue
+            lut = lut.view(np.uint8)
+            if f.name in index:  # the concatenated dictionaries, then one null entry
+                lut = lut[:len(d) + 1].copy()
+                if key[0] is not None:
+                    decide.remember(*key, lut)
+            luts[f.name] = lut
     keep = np.ones(n, np.uint8)
     starts = np.cumsum([0] + [int(pm.num_rows[r]) for r in rgs]).tolist()
-    for f, sp, d, entries in zip(fields, splits, domains, index):
-        lut = truth.get(f.name)
+    for f, sp in zip(fields, splits):
+        lut = luts.get(f.name)
         if lut is None:
             continue
-        lut = lut.view(np.uint8)
+        entries = index.get(f.name)
         if entries is None:
             keep &= lut[:n]
             continue
-        null, base = lut[len(d)], 0  # the concatenated dictionaries, then one null entry
+        null, base = lut[-1], 0
         for i, x in enumerate(sp):
             seg = keep[starts[i]:starts[i + 1]]
             if x is None:  # an all-null chunk
@@ -370,13 +388,15 @@ def count_filtered(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide)
 
 
 def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=(),
-                    decide=None) -> pa.Table:
+                    decide=None, returned=None) -> pa.Table:
     """Late materialisation: the predicate's columns (`pred_cols` of `cols`) first; `matching(table)`
     gives the row numbers of that table that match (ascending); then the other columns at those
     rows only. The result has `cols` in order (matching rows only). `unscaled`: names of DECIMAL
     predicate columns the filter may read as their unscaled int64 values (prune.rows.unscaled_ok);
     they are widened to their type for the kept rows only. `decide`: the filter pass per
     distinct value (`distinct_rows`) where the residual is an AND of one-column conjuncts.
+    `returned`: the columns of `cols` the caller keeps (None: all); a predicate column not among
+    them is read for the filter only: never gathered, left out of the result.
 
     The other columns are split into lanes as `decode` does; the pool's lanes decompress theirs
     while this thread decodes and filters the predicate's, then each lane gathers its columns'
@@ -386,6 +406,7 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     first = [i for i, c in enumerate(cols) if c in pred_cols]
     rest = [i for i, c in enumerate(cols) if c not in pred_cols]
     held = {i for i in first if _held(ks[i], fields[i], unscaled)}
+    shown = {i for i, c in enumerate(cols) if returned is None or c in returned or i in rest}
     all_null = set(all_null)
     later = [cols[i] for i in rest]
     sizes = _sizes(rgs, later, blobs)
@@ -425,6 +446,17 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
             raise ParquetFormatError("filter pass gave rows out of order or range")  # never: a guard
         box["picks"] = _picks(pm, rgs, rows)
         named.set()
+        # the predicate's columns' kept rows first: the pool's lanes are still decompressing
+        if psplits is not None:
+            for j, i in enumerate(first):
+                if i in shown:
+                    by[i] = _column(pm, rgs, cols[i], fields[i], ks[i], psplits[j], box["picks"])
+        elif any(i in shown for i in first):
+            kept = t.take(pa.array(rows))
+            for j, i in enumerate(first):
+                if i in shown:
+                    col = kept.column(j)
+                    by[i] = _widen(col, fields[i].type) if i in held else col
         if lanes:
             by.update(lane_work(lanes[0], False))
         for fu in ahead:
@@ -433,15 +465,8 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
         named.set()  # a lane never waits for a filter pass that ended
         for fu in ahead:  # every lane ends before this returns, also when one raised
             fu.cancel() or fu.exception()
-    if psplits is not None:
-        for j, i in enumerate(first):
-            by[i] = _column(pm, rgs, cols[i], fields[i], ks[i], psplits[j], box["picks"])
-    elif first:
-        kept = t.take(pa.array(rows))
-        for j, i in enumerate(first):
-            col = kept.column(j)
-            by[i] = _widen(col, fields[i].type) if i in held else col
-    return pa.Table.from_arrays([by[i] for i in range(len(cols))], schema=pa.schema(fields))
+    out = [i for i in range(len(cols)) if i in shown]
+    return pa.Table.from_arrays([by[i] for i in out], schema=pa.schema([fields[i] for i in out]))
 
 
 def _widen(col, t):

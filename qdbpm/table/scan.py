@@ -27,6 +27,7 @@ from ..prune.rules import classify
 from ..prune.rows import by_column, matching_rows, truths, unscaled_ok
 from ..prune.filters import as_predicate
 from . import direct
+from .decider import Decider
 from .decode import (
     decode_chunks, decode_partition, decoded_bytes, filter_rows, filterable, late_columns, strict_views,
 )
@@ -122,7 +123,7 @@ class Scan:
         self._read_units = None
         self._schema = None
         self._filters = {}  # (residual id, decoded schema) -> the residual as an Arrow expression
-        self._groups = {}  # (residual id, predicate column names) -> prune.rows.by_column's groups
+        self._groups = {}  # (residual, predicate column names) -> direct.Decider over by_column's groups
 
     # -- the decision ---------------------------------------------------------------------------
 
@@ -440,13 +441,20 @@ class Scan:
         if p.needs:
             return None
         names = [p.pm.column_names[c] for c in p.pred_cols]
-        key = (id(p.residual), tuple(names))  # the plan's residuals live as long as the scan
+        try:  # by value: partitions' reduced residuals are equal, not the same objects
+            key = (p.residual, tuple(names))
+            hash(key)
+        except TypeError:  # an unhashable literal: by object (parts live as long as the scan)
+            key = (id(p.residual), tuple(names))
         if key not in self._groups:
-            self._groups[key] = by_column(p.residual, names)
-        groups = self._groups[key]
-        if groups is None:
-            return None
-        return lambda d: dict(zip(groups, truths(d, [self._filter(e, d.schema) for e in groups.values()])))
+            groups = by_column(p.residual, names)
+
+            def decide(d):  # the groups of the columns `d` holds
+                names = [n for n in groups if n in d.schema.names]
+                return dict(zip(names, truths(d, [self._filter(groups[n], d.schema) for n in names])))
+
+            self._groups[key] = None if groups is None else Decider(decide)
+        return self._groups[key]
 
     def _decode_direct(self, unit, blobs, p, fields, ks, filtered):
         """`_decode` without pyarrow's reader (`direct`), or None where a chunk turns out not to be
@@ -457,7 +465,8 @@ class Scan:
                 return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
             return direct.decode_filtered(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
                                           unit.plan.all_null, set(p.pred_cols), lambda t: self._matching(p, t),
-                                          unscaled_ok(p.residual, pa.schema(fields)), self._decider(p))
+                                          unscaled_ok(p.residual, pa.schema(fields)), self._decider(p),
+                                          returned=set(p.want))
         except (direct.Unsupported, ParquetFormatError):
             return None
 

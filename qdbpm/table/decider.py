@@ -1,0 +1,69 @@
+"""The per-value filter pass's decider (`direct.distinct_rows`): the residual's one-column groups
+evaluated over dictionary values, with each fixed-width value's answer kept for the next unit."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..parquet import pages
+
+
+class Decider:
+    """What `distinct_rows` decides with: `decide(table)` gives, per column name of a table of
+    (some of) the predicate's columns' values, where that column's own conjuncts are TRUE
+    (prune.rows.by_column / truths). `memo` keeps, per fixed-width column, the answers for each
+    dictionary value decided so far: a scan's units often share their dictionaries' values in
+    another order (TPC-H's discounts and quantities, a QuestDB symbol's keys), which then need no
+    second evaluation. Values are matched by their bits, so a NaN or -0.0 is only ever matched by
+    the same bits (whose answer is the same: the filter reads a value, not its position)."""
+
+    MEMO_VALUES = 4096  # per column: a larger union of dictionaries is not kept
+    MEMO_COLUMNS = 64
+
+    def __init__(self, decide):
+        self.decide, self.memo = decide, {}  # key -> (sorted value bits, answer per value, answer of null)
+
+    @staticmethod
+    def key(field, kind, got):
+        """(memo key, the column's dictionary values concatenated) for fixed-width dictionaries
+        `got` (per row group; None: all null), or (None, None) for byte arrays."""
+        if any(not isinstance(g, pages.Fixed) for g in got if g is not None):
+            return None, None
+        values = [g.values for g in got if g is not None]
+        dt = values[0].dtype if values else None
+        if values and any(v.dtype != dt for v in values):
+            return None, None
+        return (field, kind, None if dt is None else dt.str), (np.concatenate(values) if values else None)
+
+    @staticmethod
+    def _bits(values):
+        return values.view(f"{'>' if values.dtype.byteorder == '>' else '<'}i{values.dtype.itemsize}")
+
+    def lookup(self, key, values):
+        """The column's LUT (uint8 per value, then the null's) when every value was decided before."""
+        hit = self.memo.get(key)
+        if hit is None:
+            return None
+        known, answers, null = hit
+        if values is None:  # every chunk all null
+            return np.array([null], np.uint8)
+        if not len(known):
+            return None
+        bits = self._bits(values)
+        pos = np.minimum(np.searchsorted(known, bits), len(known) - 1)
+        if not (known[pos] == bits).all():
+            return None
+        return np.append(answers[pos], np.uint8(null))
+
+    def remember(self, key, values, lut):
+        """Keep the answers `lut` (per value of `values`, then the null's)."""
+        bits, answers = (np.zeros(0, np.int64), lut[:0]) if values is None else (self._bits(values), lut[:-1])
+        hit = self.memo.get(key)
+        if hit is not None:
+            bits, answers = np.concatenate([hit[0], bits]), np.concatenate([hit[1], answers])
+        known, first = np.unique(bits, return_index=True)
+        if len(known) > self.MEMO_VALUES:
+            return
+        if len(self.memo) >= self.MEMO_COLUMNS and key not in self.memo:
+            self.memo.clear()
+        self.memo[key] = (known, answers[first], lut[-1])
