@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -232,14 +233,14 @@ def _in_lanes(tasks, sizes, parallel):
     def run(lane):
         return [(i, tasks[i]()) for i in lane]
 
-    futures = [_executor().submit(run, lane) for lane in lanes[1:]]
+    futures = [(_executor().submit(run, lane), lane) for lane in lanes[1:]]
     try:
         done = run(lanes[0]) if lanes else []
+        for fu, lane in futures:  # a lane the pool has not started (busy with the next unit): here
+            done += run(lane) if fu.cancel() else fu.result()
     finally:
-        for fu in futures:
-            fu.exception()
-    for fu in futures:
-        done += fu.result()
+        for fu, _ in futures:
+            fu.cancel() or fu.exception()
     out = [None] * len(tasks)
     for i, v in done:
         out[i] = v
@@ -387,8 +388,60 @@ def count_filtered(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide)
     return None if got is None else len(got[0])
 
 
+def _filtered_lanes(sizes):
+    """decode_filtered's lanes over the compressed sizes of a unit's columns other than its
+    predicate's: lane 0 this thread's (after the filter pass), the others the pool's."""
+    if sum(sizes) < PARALLEL_BYTES or LANES < 2:
+        return [list(range(len(sizes)))]
+    if len(sizes) == 1:  # one column to gather: the pool decompresses it during the filter pass
+        return [[], [0]]
+    return _lanes(sizes, LANES)
+
+
+class Split:
+    """A column's pages split on the shared pool (`presplit`); whoever needs them first runs
+    them if the pool has not started yet (`steal`), so no thread waits behind the pool's queue.
+    A failure is kept and raised where the result is taken."""
+
+    __slots__ = ("fn", "fu")
+
+    def __init__(self, fn):
+        self.fn, self.fu = fn, _executor().submit(fn)
+
+    def steal(self) -> bool:
+        """Run it in this thread if the pool has not started it; False when it had."""
+        if not self.fu.cancel():
+            return False
+        fu = Future()
+        try:
+            fu.set_result(self.fn())
+        except Exception as e:  # raised to the unit that takes it, as the pool's would be
+            fu.set_exception(e)
+        self.fu = fu
+        return True
+
+    def result(self, idle=None):
+        """The splits; while the pool runs them, `idle()` may do other work (False: none left)."""
+        if not self.steal():
+            while not self.fu.done() and idle is not None and idle():
+                pass
+        return self.fu.result()
+
+
+def presplit(pm, rgs, later, blobs, all_null) -> dict:
+    """The pool's share of a filtered unit's columns `later` (those not its predicate's, as
+    decode_filtered splits them into lanes), decompressed on the pool from now: {column: Future
+    `Split`}, for that unit's decode_filtered (`ready`), which then gathers every column in its
+    own thread. A scan starts the next units' before decoding the current one: the pool
+    decompresses while this thread filters and gathers (TPC-H Q6: the next months' price pages),
+    and this thread, waiting for the pool, splits a later unit's column the pool has not started."""
+    all_null = set(all_null)
+    lanes = _filtered_lanes(_sizes(rgs, later, blobs))
+    return {later[j]: Split(partial(_splits, pm, rgs, later[j], blobs, all_null)) for lane in lanes[1:] for j in lane}
+
+
 def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=(),
-                    decide=None, returned=None) -> pa.Table:
+                    decide=None, returned=None, ready=None, idle=None) -> pa.Table:
     """Late materialisation: the predicate's columns (`pred_cols` of `cols`) first; `matching(table)`
     gives the row numbers of that table that match (ascending); then the other columns at those
     rows only. The result has `cols` in order (matching rows only). `unscaled`: names of DECIMAL
@@ -396,7 +449,9 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     they are widened to their type for the kept rows only. `decide`: the filter pass per
     distinct value (`distinct_rows`) where the residual is an AND of one-column conjuncts.
     `returned`: the columns of `cols` the caller keeps (None: all); a predicate column not among
-    them is read for the filter only: never gathered, left out of the result.
+    them is read for the filter only: never gathered, left out of the result. `ready`: what
+    `presplit` started for this unit ({column: Split}); with it every column is gathered in this
+    thread, the pool being busy with the next units, and `idle()` runs while it waits (`Split`).
 
     The other columns are split into lanes as `decode` does; the pool's lanes decompress theirs
     while this thread decodes and filters the predicate's, then each lane gathers its columns'
@@ -409,17 +464,14 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     shown = {i for i, c in enumerate(cols) if returned is None or c in returned or i in rest}
     all_null = set(all_null)
     later = [cols[i] for i in rest]
-    sizes = _sizes(rgs, later, blobs)
-    if sum(sizes) < PARALLEL_BYTES or LANES < 2:
-        lanes = [list(range(len(later)))]
-    elif len(later) == 1:  # one column to gather: the pool decompresses it during the filter pass
-        lanes = [[], [0]]
-    else:
-        lanes = _lanes(sizes, LANES)
+    # presplit: the pool decompresses the next unit meanwhile; this thread gathers every column
+    lanes = _filtered_lanes(_sizes(rgs, later, blobs)) if ready is None else [list(range(len(later)))]
+    ready = ready or {}
     named, box = threading.Event(), {}
 
     def lane_work(lane, wait):
-        splits = {j: _splits(pm, rgs, later[j], blobs, all_null) for j in lane}
+        splits = {j: ready[later[j]].result(idle) if later[j] in ready else _splits(pm, rgs, later[j], blobs, all_null)
+                  for j in lane}
         if wait:
             named.wait()
         picks = box.get("picks")
@@ -459,8 +511,8 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
                     by[i] = _widen(col, fields[i].type) if i in held else col
         if lanes:
             by.update(lane_work(lanes[0], False))
-        for fu in ahead:
-            by.update(fu.result())
+        for fu, lane in zip(ahead, lanes[1:]):  # a lane the pool has not started: here
+            by.update(lane_work(lane, False) if fu.cancel() else fu.result())
     finally:
         named.set()  # a lane never waits for a filter pass that ended
         for fu in ahead:  # every lane ends before this returns, also when one raised

@@ -12,6 +12,7 @@ more and leaves no thread behind once the admitted requests are answered.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from concurrent.futures import Future
@@ -21,6 +22,7 @@ from .ranges import fetch_range
 
 DEFAULT_WORKERS = 8  # concurrent range requests per scan
 THREAD_NAME = "qdbpm-fetch"
+AHEAD = 2  # admitted units a consumer is shown ahead of the one it gets
 
 
 @dataclass
@@ -97,14 +99,16 @@ class Inline:
         pass
 
 
-def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=False):
+def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=False, ahead=None):
     """Yield (unit, {(row_group, column): chunk bytes}) for each unit, in order.
 
     A unit's size (fetched plus decoded bytes) counts against `budget` from its admission until
     the consumer asks for the next unit. `observer(event, nbytes)`, when given, sees "admit" and
     "release" (a unit's size, consumer thread), "decoded" (right after "admit": the part of that
     size charged for decoding) and "fetched" (one range's bytes as they arrive, a fetch thread; with
-    `inline`, every range is fetched in the consumer's thread as its unit is admitted)."""
+    `inline`, every range is fetched in the consumer's thread as its unit is admitted).
+    `ahead`, when given (a list), holds at each yield the next admitted units (up to AHEAD) as
+    [(unit, [Future of its ranges' chunks])]: already charged, so its consumer may start on them."""
     note = observer or (lambda event, n: None)
     fetcher = Inline() if inline else Fetcher(workers)
     todo = iter(units)
@@ -131,6 +135,8 @@ def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=
             for f in futures:
                 blobs.update(f.result())
             done = unit
+            if ahead is not None:
+                ahead[:] = [(u, list(fs)) for u, fs in itertools.islice(pending, AHEAD)]
             yield unit, blobs
             del blobs
     finally:

@@ -352,11 +352,11 @@ class Scan:
         requested concurrently."""
         return self.table.filesystem is None or sum(len(u.plan.ranges) for u in units) <= 1
 
-    def _stream(self, units, inline=False):
+    def _stream(self, units, inline=False, ahead=None):
         note = self.observer or (lambda event, n: None)
         note("plan", sum(u.size for u in units))
         return stream(self.table.data_filesystem, units, self.memory_budget, workers=DEFAULT_WORKERS,
-                      observer=self.observer, inline=inline)
+                      observer=self.observer, inline=inline, ahead=ahead)
 
     def _count(self, unit, blobs) -> int:
         """The matching rows of a unit: `_decode(...).num_rows`, with the Arrow filter built once
@@ -396,15 +396,15 @@ class Scan:
                 expr = self._filters[(id(residual), schema)] = to_arrow(residual, schema)
             return expr
 
-    def _decode(self, unit, blobs) -> pa.Table:
+    def _decode(self, unit, blobs, ready=None, idle=None) -> pa.Table:
         """The unit's rows that match, with the key columns of `columns` (the exact filter reads
-        those of its residual as constant columns too)."""
+        those of its residual as constant columns too). `ready`: `_presplit`'s for this unit."""
         p = self._by_name[unit.partition]
         schemas = self.table.column_schemas(p.name, footer=self.footer)
         filtered = not unit.full and p.residual is not None
         taken = self._direct_kinds(unit, p, schemas)
         if taken is not None:
-            t = self._decode_direct(unit, blobs, p, *taken, filtered)
+            t = self._decode_direct(unit, blobs, p, *taken, filtered, ready, idle)
             if t is not None:
                 return self._with_keys(t, p, [k for k in self.keys if k in self.columns])
         late = []
@@ -456,7 +456,24 @@ class Scan:
             self._groups[key] = None if groups is None else Decider(decide)
         return self._groups[key]
 
-    def _decode_direct(self, unit, blobs, p, fields, ks, filtered):
+    def _presplit(self, unit, blobs):
+        """direct.presplit of a unit (`blobs`: its chunks, or the Futures of its ranges' while
+        it is fetched ahead) when `_decode` takes it through direct.decode_filtered; else None."""
+        p = self._by_name[unit.partition]
+        if unit.full or p.residual is None:
+            return None
+        if not isinstance(blobs, dict):  # fetched ahead: only once every range has arrived
+            if not all(f.done() and f.exception() is None for f in blobs):
+                return None
+            futures, blobs = blobs, {}
+            for f in futures:
+                blobs.update(f.result())
+        if self._direct_kinds(unit, p, self.table.column_schemas(p.name, footer=self.footer)) is None:
+            return None
+        later = [c for c in unit.columns if c not in p.pred_cols]
+        return direct.presplit(unit.pm, unit.row_groups, later, blobs, unit.plan.all_null)
+
+    def _decode_direct(self, unit, blobs, p, fields, ks, filtered, ready=None, idle=None):
         """`_decode` without pyarrow's reader (`direct`), or None where a chunk turns out not to be
         that path's: then pyarrow's reader decides, its errors included."""
         try:
@@ -466,7 +483,7 @@ class Scan:
             return direct.decode_filtered(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
                                           unit.plan.all_null, set(p.pred_cols), lambda t: self._matching(p, t),
                                           unscaled_ok(p.residual, pa.schema(fields)), self._decider(p),
-                                          returned=set(p.want))
+                                          returned=set(p.want), ready=ready, idle=idle)
         except (direct.Unsupported, ParquetFormatError):
             return None
 
@@ -474,14 +491,25 @@ class Scan:
         target = self.schema
         pool, freed = pa.default_memory_pool(), 0
         units = self._units_for_read()
-        for unit, blobs in self._stream(units, inline=self._inline(units)):
+        ahead, started, first = [], {}, True  # started: id(unit) -> its presplit
+        for unit, blobs in self._stream(units, inline=self._inline(units), ahead=ahead):
             # Arrow's allocator keeps freed pages for reuse; handing them back once per half
             # budget streamed keeps RSS near the budget on long scans, at one call per ~budget/2.
             freed += unit.size
             if freed > self.memory_budget // 2:
                 pool.release_unused()
                 freed = 0
-            t = self._decode(unit, blobs)
+            # Several units: the pool decompresses the next ones (admitted, so charged, and
+            # fetched) while this thread filters and gathers this one, and takes back a column
+            # the pool has not started; a lone unit's columns are shared between this thread
+            # and the pool as decode_filtered splits them.
+            if first and ahead:
+                started[id(unit)] = self._presplit(unit, blobs)
+            first = False
+            for u, fetching in ahead:
+                if started.get(id(u)) is None:
+                    started[id(u)] = self._presplit(u, fetching)
+            t = self._decode(unit, blobs, started.pop(id(unit), None), lambda: _steal_one(started))
             del blobs
             t = t.select(self.columns)
             if not t.schema.equals(target, check_metadata=True):
@@ -492,3 +520,12 @@ class Scan:
 
     def __repr__(self):
         return f"<Scan {self.table.root!r} where={self.predicate!r} columns={self.columns}>"
+
+
+def _steal_one(started) -> bool:
+    """Split here one column of a later unit the pool has not started (nearest unit first)."""
+    for splits in started.values():
+        for task in (splits or {}).values():
+            if task.steal():
+                return True
+    return False

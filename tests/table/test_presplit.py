@@ -1,0 +1,163 @@
+"""A scan of several filtered units decompresses the next units' columns on the pool while this
+thread filters and gathers the current one (qdbpm.table.direct.presplit / Split, Scan._batches):
+the rows equal pyarrow's, a failure in a unit split ahead ends the read as it would have without
+it, and no thread waits behind the pool's queue for work it can do itself."""
+
+import os
+import pathlib
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+import qdbpm
+from qdbpm.errors import ParquetFormatError, PmError
+from qdbpm.prune.arrow import to_arrow
+from qdbpm.prune.filters import where_text
+from qdbpm.table import direct, scan
+from qdbpm.table.read import read_table
+
+from test_direct import same  # noqa: E402
+
+
+def _blocked_pool():
+    """The pool's threads held until the returned event is set (one task per lane)."""
+    go = threading.Event()
+    held = [direct._executor().submit(go.wait) for _ in range(max(1, direct.LANES - 1))]
+    return go, held
+
+
+def test_a_split_the_pool_has_not_started_runs_in_the_thread_that_needs_it():
+    go, held = _blocked_pool()
+    try:
+        ran = []
+        task = direct.Split(lambda: ran.append(threading.get_ident()) or "pages")
+        assert task.result() == "pages" and ran == [threading.get_ident()]
+
+        def bad():
+            raise ParquetFormatError("a page ends early")
+
+        failing = direct.Split(bad)
+        assert failing.steal()  # ran here; its error waits for whoever takes the result
+        with pytest.raises(ParquetFormatError, match="ends early"):
+            failing.result()
+        assert not failing.steal()  # done: nothing left to run
+    finally:
+        go.set()
+        for h in held:
+            h.result()
+
+
+def test_while_the_pool_runs_a_split_the_waiting_thread_does_other_work():
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def slow():
+        started.set()
+        release.wait()
+        return 7
+
+    task = direct.Split(slow)
+    started.wait()
+
+    def idle():
+        calls.append(1)
+        if len(calls) == 3:
+            release.set()
+        return len(calls) < 5
+
+    assert task.result(idle) == 7 and len(calls) >= 3
+
+
+def _table(root, parts=6, seed=1, codec="snappy"):
+    rng = np.random.default_rng(seed)
+    tables = []
+    for i in range(parts):
+        n = 3000
+        t = pa.table({"k": pa.array(np.arange(i * n, (i + 1) * n)),
+                      "q": pa.array(rng.integers(0, 50, n)),
+                      "price": pa.array(rng.normal(1000, 300, n)),
+                      "s": pa.array(rng.choice(["a", "b", "c", None], n)),
+                      "note": pa.array([f"n{x}" for x in rng.integers(0, 10 ** 6, n)])})
+        d = os.path.join(root, f"p={i}")
+        os.makedirs(d)
+        pq.write_table(t, os.path.join(d, "data.parquet"), compression=codec, row_group_size=1500)
+        qdbpm.generate(os.path.join(d, "data.parquet"))
+        tables.append(t)
+    return pa.concat_tables(tables)
+
+
+@pytest.fixture
+def lanes(monkeypatch):
+    """Two lanes and no size floor: every filtered unit of several is split ahead."""
+    monkeypatch.setattr(direct, "LANES", 2)
+    monkeypatch.setattr(direct, "PARALLEL_BYTES", 0)
+    seen = {"ready": 0, "units": 0}
+    real = scan.Scan._decode
+
+    def decode(self, unit, blobs, ready=None, idle=None):
+        seen["units"] += 1
+        seen["ready"] += bool(ready)
+        return real(self, unit, blobs, ready, idle)
+
+    monkeypatch.setattr(scan.Scan, "_decode", decode)
+    return seen
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd", "none"])
+def test_units_split_ahead_read_what_pyarrow_reads(tmp_path, lanes, codec):
+    whole = _table(str(tmp_path / "t"), codec=codec)
+    for where, cols in [("q < 24 AND s = 'b'", ["k", "price", "note"]), ("q BETWEEN 5 AND 7", ["k", "q", "price", "s", "note"]),
+                        ("s IS NULL AND price > 1200", ["note", "q"]), ("note LIKE 'n1%' AND q <> 3", ["k"])]:
+        want = whole.filter(to_arrow(where_text(where), whole.schema))
+        want = want.select(cols)
+        got = read_table(str(tmp_path / "t"), cols, where)
+        assert same(got, want), (codec, where)
+    assert lanes["ready"] >= lanes["units"] // 2  # most units were split ahead
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_corrupt_unit_split_ahead_ends_the_read_as_without_it(tmp_path, lanes, seed):
+    """Bytes of a later partition's non-predicate chunks mutated: the read ends as pyarrow's
+    reader ends it (an error, or the same rows), as it did before units were split ahead."""
+    rng = np.random.default_rng(seed)
+    root = str(tmp_path / "t")
+    _table(root, parts=4, seed=seed, codec="none")
+    path = os.path.join(root, f"p={1 + seed % 3}", "data.parquet")
+    md = pq.ParquetFile(path).metadata
+    raw = bytearray(pathlib.Path(path).read_bytes())
+    c = md.row_group(int(rng.integers(0, md.num_row_groups))).column(4 if seed % 2 else 2)  # note / price
+    start = c.dictionary_page_offset or c.data_page_offset
+    for _ in range(3):
+        raw[int(rng.integers(start, start + c.total_compressed_size))] = int(rng.integers(0, 256))
+    pathlib.Path(path).write_bytes(bytes(raw))
+
+    def outcome():
+        try:
+            return read_table(root, ["k", "price", "note"], "q < 30")
+        except PmError as e:
+            return type(e)
+
+    got = outcome()
+    scan.DIRECT = False
+    try:
+        want = outcome()
+    finally:
+        scan.DIRECT = True
+    if isinstance(want, type):
+        assert isinstance(got, type), seed
+    else:
+        assert isinstance(got, pa.Table) and same(got, want), seed
+    assert lanes["ready"]
+
+
+def test_a_scan_read_by_dataset_filter_still_equals(tmp_path, lanes):
+    """The same files through pyarrow.dataset's own filter: the reference the rows must equal."""
+    _table(str(tmp_path / "t"), parts=3)
+    where = "q < 10 AND s = 'a'"
+    dataset = ds.dataset(str(tmp_path / "t"), format="parquet", partitioning="hive")
+    want = dataset.to_table(columns=["k", "price"], filter=to_arrow(where_text(where), dataset.schema))
+    got = read_table(str(tmp_path / "t"), ["k", "price"], where)
+    assert same(got.sort_by("k"), want.sort_by("k"))
