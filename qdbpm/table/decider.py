@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..parquet import pages
+from ..prune.rows import by_column, truths
 
 
 class Decider:
@@ -67,3 +68,24 @@ class Decider:
         if len(self.memo) >= self.MEMO_COLUMNS and key not in self.memo:
             self.memo.clear()
         self.memo[key] = (known, answers[first], lut[-1])
+
+
+def decider_for(cache, residual, names, arrow_filter):
+    """The Decider of `residual` over predicate columns `names` (by_column's groups, each
+    evaluated with `arrow_filter(expr, schema)`), kept in `cache`; None when the residual is not
+    an AND of one-column conjuncts. Keyed by the residual's value: partitions' reduced residuals
+    are equal, not the same objects (an unhashable literal: by object, the caller keeping it)."""
+    try:
+        key = (residual, tuple(names))
+        hash(key)
+    except TypeError:
+        key = (id(residual), tuple(names))
+    if key not in cache:
+        groups = by_column(residual, names)
+
+        def decide(d):  # the groups of the columns `d` holds
+            held = [n for n in groups if n in d.schema.names]
+            return dict(zip(held, truths(d, [arrow_filter(groups[n], d.schema) for n in held])))
+
+        cache[key] = None if groups is None else Decider(decide)
+    return cache[key]

@@ -12,9 +12,7 @@ output this must equal (tests/table/test_direct.py holds it to that over writers
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
 import numpy as np
@@ -23,6 +21,7 @@ import pyarrow as pa
 from ..errors import ParquetFormatError
 from ..parquet import constants as PQ
 from .. import buffers
+from . import pool
 from ..parquet import pages
 from ..parquet.compact import T
 from ..pm import layout as L
@@ -38,7 +37,7 @@ _CODECS_OK = {L.CODEC_UNCOMPRESSED, L.CODEC_SNAPPY, L.CODEC_GZIP, L.CODEC_BROTLI
 _TS_UNITS = {1: "ms", 2: "us", 3: "ns"}  # Parquet TimeUnit member -> Arrow unit
 _CT_TS_UNITS = {PQ.CT_TIMESTAMP_MILLIS: "ms", PQ.CT_TIMESTAMP_MICROS: "us"}
 _VIEW, _DECIMAL, _BINARY, _UNSCALED = "view", "decimal", "binary", "unscaled"  # _UNSCALED: a decimal's int64s
-LANES = max(1, min(4, os.cpu_count() or 1))  # columns decoded concurrently (this thread + a pool)
+LANES = pool.LANES  # columns decoded concurrently (this thread + the pool)
 PARALLEL_BYTES = 256 * 1024  # below this many compressed bytes a unit decodes in this thread alone
 
 
@@ -198,55 +197,6 @@ def _column(pm, rgs, c, f, k, splits, picks):
     return pa.chunked_array(chunks, f.type)
 
 
-def _lanes(sizes, n):
-    """Indexes of `sizes` split into at most n lanes of about equal total (largest first, each to
-    the lightest lane)."""
-    lanes = [[] for _ in range(n)]
-    load = [0] * n
-    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-        j = load.index(min(load))
-        lanes[j].append(i)
-        load[j] += sizes[i]
-    return [ln for ln in lanes if ln]
-
-
-_pool = None
-_pool_pid = None
-
-
-def _executor():
-    """The shared decode pool of this process. A forked child gets its own: the parent's pool
-    object survives a fork without its threads, and work queued on it would never run."""
-    global _pool, _pool_pid
-    if _pool is None or _pool_pid != os.getpid():
-        _pool = ThreadPoolExecutor(max_workers=max(1, LANES - 1), thread_name_prefix="qdbpm-decode")
-        _pool_pid = os.getpid()
-    return _pool
-
-
-def _in_lanes(tasks, sizes, parallel):
-    """Run `tasks` (callables) in up to LANES lanes of about equal `sizes`, one lane in this
-    thread and the rest on the shared pool; their results in order. Every lane ends before
-    this returns, also when one raised."""
-    lanes = _lanes(sizes, LANES) if parallel and len(tasks) > 1 else [list(range(len(tasks)))]
-
-    def run(lane):
-        return [(i, tasks[i]()) for i in lane]
-
-    futures = [(_executor().submit(run, lane), lane) for lane in lanes[1:]]
-    try:
-        done = run(lanes[0]) if lanes else []
-        for fu, lane in futures:  # a lane the pool has not started (busy with the next unit): here
-            done += run(lane) if fu.cancel() else fu.result()
-    finally:
-        for fu, _ in futures:
-            fu.cancel() or fu.exception()
-    out = [None] * len(tasks)
-    for i, v in done:
-        out[i] = v
-    return out
-
-
 def _picks(pm, rgs, rows):
     """Per row group of the unit, the kept rows within it (None: all of them)."""
     if rows is None:
@@ -278,7 +228,8 @@ def decode(pm, rgs, cols, blobs, fields, ks, all_null=(), rows=None, parallel=Tr
         return lambda: _column(pm, rgs, cols[i], fields[i], ks[i], _splits(pm, rgs, cols[i], blobs, all_null), picks)
 
     sizes = _sizes(rgs, cols, blobs)
-    return _in_lanes([task(i) for i in range(len(cols))], sizes, parallel and sum(sizes) >= PARALLEL_BYTES)
+    n = LANES if parallel and sum(sizes) >= PARALLEL_BYTES else 1
+    return pool.run([task(i) for i in range(len(cols))], sizes, n)
 
 
 def _held(kind, field, unscaled):
@@ -310,8 +261,8 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
     n = int(sum(int(pm.num_rows[r]) for r in rgs))
     all_null, todo, luts = set(all_null), [], {}  # todo: (field, Arrow values, (memo key, values) or None)
     sizes = _sizes(rgs, cols, blobs)
-    splits = _in_lanes([lambda c=c: _splits(pm, rgs, c, blobs, all_null) for c in cols], sizes,
-                       parallel and sum(sizes) >= PARALLEL_BYTES)
+    splits = pool.run([lambda c=c: _splits(pm, rgs, c, blobs, all_null) for c in cols], sizes,
+                       LANES if parallel and sum(sizes) >= PARALLEL_BYTES else 1)
     index = {}
     for c, f, k, sp in zip(cols, fields, ks, splits):
         got = [None if x is None else pages.dictionary_entries(x) for x in sp]
@@ -395,49 +346,20 @@ def _filtered_lanes(sizes):
         return [list(range(len(sizes)))]
     if len(sizes) == 1:  # one column to gather: the pool decompresses it during the filter pass
         return [[], [0]]
-    return _lanes(sizes, LANES)
-
-
-class Split:
-    """A column's pages split on the shared pool (`presplit`); whoever needs them first runs
-    them if the pool has not started yet (`steal`), so no thread waits behind the pool's queue.
-    A failure is kept and raised where the result is taken."""
-
-    __slots__ = ("fn", "fu")
-
-    def __init__(self, fn):
-        self.fn, self.fu = fn, _executor().submit(fn)
-
-    def steal(self) -> bool:
-        """Run it in this thread if the pool has not started it; False when it had."""
-        if not self.fu.cancel():
-            return False
-        fu = Future()
-        try:
-            fu.set_result(self.fn())
-        except Exception as e:  # raised to the unit that takes it, as the pool's would be
-            fu.set_exception(e)
-        self.fu = fu
-        return True
-
-    def result(self, idle=None):
-        """The splits; while the pool runs them, `idle()` may do other work (False: none left)."""
-        if not self.steal():
-            while not self.fu.done() and idle is not None and idle():
-                pass
-        return self.fu.result()
+    return pool.balance(sizes, LANES)
 
 
 def presplit(pm, rgs, later, blobs, all_null) -> dict:
     """The pool's share of a filtered unit's columns `later` (those not its predicate's, as
-    decode_filtered splits them into lanes), decompressed on the pool from now: {column: Future
-    `Split`}, for that unit's decode_filtered (`ready`), which then gathers every column in its
+    decode_filtered splits them into lanes), decompressed on the pool from now: {column:
+    pool.Split}, for that unit's decode_filtered (`ready`), which then gathers every column in its
     own thread. A scan starts the next units' before decoding the current one: the pool
     decompresses while this thread filters and gathers (TPC-H Q6: the next months' price pages),
     and this thread, waiting for the pool, splits a later unit's column the pool has not started."""
     all_null = set(all_null)
     lanes = _filtered_lanes(_sizes(rgs, later, blobs))
-    return {later[j]: Split(partial(_splits, pm, rgs, later[j], blobs, all_null)) for lane in lanes[1:] for j in lane}
+    return {later[j]: pool.Split(partial(_splits, pm, rgs, later[j], blobs, all_null))
+            for lane in lanes[1:] for j in lane}
 
 
 def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=(),
@@ -480,7 +402,7 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
         j_i = {j: rest[j] for j in lane}
         return {i: _column(pm, rgs, later[j], fields[i], ks[i], splits[j], picks) for j, i in j_i.items()}
 
-    ahead = [_executor().submit(lane_work, lane, True) for lane in lanes[1:]]
+    ahead = [pool.executor().submit(lane_work, lane, True) for lane in lanes[1:]]
     by = {}
     psplits = None
     try:

@@ -24,10 +24,10 @@ from ..prune import expr as E
 from ..prune.arrow import to_arrow
 from ..prune.bind import bind
 from ..prune.rules import classify
-from ..prune.rows import by_column, matching_rows, truths, unscaled_ok
+from ..prune.rows import matching_rows, unscaled_ok, without_proven
 from ..prune.filters import as_predicate
-from . import direct
-from .decider import Decider
+from . import direct, pool
+from .decider import decider_for
 from .decode import (
     decode_chunks, decode_partition, decoded_bytes, filter_rows, filterable, late_columns, strict_views,
 )
@@ -113,7 +113,7 @@ class Scan:
             for a, j in enumerate(members.tolist()):
                 s, e = bounds[a], bounds[a + 1]
                 c = int(cls[j])
-                residual = self._reduced(self.plan.residuals[c], proven.get(c), idx[s:e][~full[s:e]])
+                residual = without_proven(self.plan.residuals[c], proven.get(c), idx[s:e][~full[s:e]])
                 look = looks[c] if residual is self.plan.residuals[c] else self._lookup(g, residual)
                 found.append((int(g.positions[j]), g, j, idx[s:e] - g.starts[j], full[s:e], c, look, residual))
         found.sort(key=lambda f: f[0])
@@ -123,7 +123,7 @@ class Scan:
         self._read_units = None
         self._schema = None
         self._filters = {}  # (residual id, decoded schema) -> the residual as an Arrow expression
-        self._groups = {}  # (residual, predicate column names) -> direct.Decider over by_column's groups
+        self._groups = {}  # decider.decider_for's cache
 
     # -- the decision ---------------------------------------------------------------------------
 
@@ -265,19 +265,6 @@ class Scan:
                 # Blooms never prove ALWAYS: statistics alone decide.
                 out[c] = [(k, classify(bind(k, g.schema), g.n, g.stats, None, need)[1]) for k in r.children]
         return out
-
-    @staticmethod
-    def _reduced(residual, proven, rows):
-        """`residual` without the conjuncts proven TRUE on every row group of `rows` (indexes
-        into the group): an AND with a conjunct TRUE on every row of a row group keeps exactly
-        the rows the other conjuncts keep, so that row group's exact filter needs only those
-        (and never decodes a column only the proven ones read)."""
-        if not proven or not rows.size:
-            return residual
-        keep = [k for k, m in proven if not m[rows].all()]
-        if len(keep) == len(proven) or not keep:  # none proven, or all (full: never filtered)
-            return residual
-        return keep[0] if len(keep) == 1 else E.And(tuple(keep))
 
     def _part(self, name, pm, rgs, full, look, position=None, cls=None, residual=None):
         """`residual`: what the partition's exact filter evaluates (None: every row matches)."""
@@ -440,21 +427,7 @@ class Scan:
         TRUE}, or None when the residual reads keys or is not an AND of one-column conjuncts."""
         if p.needs:
             return None
-        names = [p.pm.column_names[c] for c in p.pred_cols]
-        try:  # by value: partitions' reduced residuals are equal, not the same objects
-            key = (p.residual, tuple(names))
-            hash(key)
-        except TypeError:  # an unhashable literal: by object (parts live as long as the scan)
-            key = (id(p.residual), tuple(names))
-        if key not in self._groups:
-            groups = by_column(p.residual, names)
-
-            def decide(d):  # the groups of the columns `d` holds
-                names = [n for n in groups if n in d.schema.names]
-                return dict(zip(names, truths(d, [self._filter(groups[n], d.schema) for n in names])))
-
-            self._groups[key] = None if groups is None else Decider(decide)
-        return self._groups[key]
+        return decider_for(self._groups, p.residual, [p.pm.column_names[c] for c in p.pred_cols], self._filter)
 
     def _presplit(self, unit, blobs):
         """direct.presplit of a unit (`blobs`: its chunks, or the Futures of its ranges' while
@@ -489,7 +462,7 @@ class Scan:
 
     def _batches(self):
         target = self.schema
-        pool, freed = pa.default_memory_pool(), 0
+        arrow_pool, freed = pa.default_memory_pool(), 0
         units = self._units_for_read()
         ahead, started, first = [], {}, True  # started: id(unit) -> its presplit
         for unit, blobs in self._stream(units, inline=self._inline(units), ahead=ahead):
@@ -497,7 +470,7 @@ class Scan:
             # budget streamed keeps RSS near the budget on long scans, at one call per ~budget/2.
             freed += unit.size
             if freed > self.memory_budget // 2:
-                pool.release_unused()
+                arrow_pool.release_unused()
                 freed = 0
             # Several units: the pool decompresses the next ones (admitted, so charged, and
             # fetched) while this thread filters and gathers this one, and takes back a column
@@ -509,7 +482,7 @@ class Scan:
             for u, fetching in ahead:
                 if started.get(id(u)) is None:
                     started[id(u)] = self._presplit(u, fetching)
-            t = self._decode(unit, blobs, started.pop(id(unit), None), lambda: _steal_one(started))
+            t = self._decode(unit, blobs, started.pop(id(unit), None), lambda: pool.steal_one(started))
             del blobs
             t = t.select(self.columns)
             if not t.schema.equals(target, check_metadata=True):
@@ -520,12 +493,3 @@ class Scan:
 
     def __repr__(self):
         return f"<Scan {self.table.root!r} where={self.predicate!r} columns={self.columns}>"
-
-
-def _steal_one(started) -> bool:
-    """Split here one column of a later unit the pool has not started (nearest unit first)."""
-    for splits in started.values():
-        for task in (splits or {}).values():
-            if task.steal():
-                return True
-    return False

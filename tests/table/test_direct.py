@@ -20,7 +20,7 @@ from qdbpm.errors import ParquetFormatError, PmError
 from qdbpm.parquet import _pages, pages
 from qdbpm.prune.arrow import to_arrow
 from qdbpm.prune.filters import where_text
-from qdbpm.table import direct, scan
+from qdbpm.table import direct, pool, scan
 from qdbpm.table.read import read_table
 
 N = 3000
@@ -497,10 +497,10 @@ def test_a_forked_child_decodes_with_its_own_pool(roots, monkeypatch):
     monkeypatch.setattr(direct, "LANES", 2)
     root = roots["pyarrow-snappy-v1-dict"]
     want = read_table(root, None, "k < 2000")  # the parent's pool is up (lanes run on it)
-    assert direct._pool is not None
+    assert pool._pool is not None
     ctx = mp.get_context("fork")
-    with ctx.Pool(1) as pool:
-        rows = pool.apply_async(_child_rows, (root,)).get(timeout=60)
+    with ctx.Pool(1) as procs:
+        rows = procs.apply_async(_child_rows, (root,)).get(timeout=60)
     assert rows == want.num_rows
 
 
@@ -516,14 +516,14 @@ def test_filtered_reads_in_lanes_equal_pyarrow(roots, monkeypatch, columns):
     monkeypatch.setattr(direct, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(direct, "LANES", 2)
     submitted = []
-    real = direct._executor
+    real = pool.executor
 
     class Spy:
         def submit(self, fn, *args):
             submitted.append(args)
             return real().submit(fn, *args)
 
-    monkeypatch.setattr(direct, "_executor", lambda: Spy())
+    monkeypatch.setattr(pool, "executor", lambda: Spy())
     root = roots["pyarrow-snappy-v1-dict"]
     where = "i32 > 0 AND d >= DATE '2024-01-20'"
     path = os.path.join(root, "part=0", "data.parquet")

@@ -19,6 +19,7 @@ from qdbpm.prune.arrow import to_arrow
 from qdbpm.prune.filters import where_text
 from qdbpm.prune.rows import by_column
 from qdbpm.table import direct, scan
+from qdbpm.table import decider
 from qdbpm.table.decider import Decider
 from qdbpm.table.read import read_table
 
@@ -105,7 +106,7 @@ def test_an_unused_dictionary_entry_the_filter_cannot_evaluate_falls_back(tmp_pa
     conjunct that fails on one (a CAST of 'abc' to DATE) must not fail the read or the count: the
     whole filter decides instead, over the rows' values only."""
     failed = []
-    real = scan.truths
+    real = decider.truths
 
     def truths(d, exprs):
         try:
@@ -114,7 +115,7 @@ def test_an_unused_dictionary_entry_the_filter_cannot_evaluate_falls_back(tmp_pa
             failed.append(1)
             raise
 
-    monkeypatch.setattr(scan, "truths", truths)
+    monkeypatch.setattr(decider, "truths", truths)
     v = pa.DictionaryArray.from_arrays(pa.array([0, 1, 0, 1, 1, 0], pa.int32()),
                                        pa.array(["2024-01-01", "2024-02-01", "abc"]))
     t = pa.table({"k": pa.array(np.arange(6), pa.int64()), "v": v})

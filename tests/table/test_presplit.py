@@ -17,7 +17,7 @@ import qdbpm
 from qdbpm.errors import ParquetFormatError, PmError
 from qdbpm.prune.arrow import to_arrow
 from qdbpm.prune.filters import where_text
-from qdbpm.table import direct, scan
+from qdbpm.table import direct, pool, scan
 from qdbpm.table.read import read_table
 
 from test_direct import same  # noqa: E402
@@ -26,7 +26,7 @@ from test_direct import same  # noqa: E402
 def _blocked_pool():
     """The pool's threads held until the returned event is set (one task per lane)."""
     go = threading.Event()
-    held = [direct._executor().submit(go.wait) for _ in range(max(1, direct.LANES - 1))]
+    held = [pool.executor().submit(go.wait) for _ in range(max(1, direct.LANES - 1))]
     return go, held
 
 
@@ -34,13 +34,13 @@ def test_a_split_the_pool_has_not_started_runs_in_the_thread_that_needs_it():
     go, held = _blocked_pool()
     try:
         ran = []
-        task = direct.Split(lambda: ran.append(threading.get_ident()) or "pages")
+        task = pool.Split(lambda: ran.append(threading.get_ident()) or "pages")
         assert task.result() == "pages" and ran == [threading.get_ident()]
 
         def bad():
             raise ParquetFormatError("a page ends early")
 
-        failing = direct.Split(bad)
+        failing = pool.Split(bad)
         assert failing.steal()  # ran here; its error waits for whoever takes the result
         with pytest.raises(ParquetFormatError, match="ends early"):
             failing.result()
@@ -59,7 +59,7 @@ def test_while_the_pool_runs_a_split_the_waiting_thread_does_other_work():
         release.wait()
         return 7
 
-    task = direct.Split(slow)
+    task = pool.Split(slow)
     started.wait()
 
     def idle():
@@ -161,3 +161,21 @@ def test_a_scan_read_by_dataset_filter_still_equals(tmp_path, lanes):
     want = dataset.to_table(columns=["k", "price"], filter=to_arrow(where_text(where), dataset.schema))
     got = read_table(str(tmp_path / "t"), ["k", "price"], where)
     assert same(got.sort_by("k"), want.sort_by("k"))
+
+
+def test_a_lane_the_pool_has_not_started_runs_in_the_calling_thread():
+    """pool.run with the pool busy (held below): every lane runs here rather than wait for it.
+    Were a lane left queued, the timer would free the pool after 30 s and the thread ids
+    would show it."""
+    go, held = _blocked_pool()
+    timer = threading.Timer(30, go.set)
+    timer.start()
+    try:
+        me = threading.get_ident()
+        got = pool.run([lambda i=i: (i, threading.get_ident()) for i in range(6)], [5, 4, 3, 3, 2, 1], 2)
+        assert [g[0] for g in got] == list(range(6)) and {g[1] for g in got} == {me}
+    finally:
+        timer.cancel()
+        go.set()
+        for h in held:
+            h.result()
