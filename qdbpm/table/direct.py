@@ -21,12 +21,11 @@ import pyarrow as pa
 from ..errors import ParquetFormatError
 from ..parquet import constants as PQ
 from .. import buffers
-from . import pool
 from ..parquet import pages
 from ..parquet.compact import T
 from ..pm import layout as L
 from ..prune.rows import unscaled_field
-
+from . import pool
 
 Unsupported = pages.Unsupported
 
@@ -402,18 +401,18 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
         j_i = {j: rest[j] for j in lane}
         return {i: _column(pm, rgs, later[j], fields[i], ks[i], splits[j], picks) for j, i in j_i.items()}
 
-    ahead = [pool.executor().submit(lane_work, lane, True) for lane in lanes[1:]]
+    pooled = [pool.Split(partial(lane_work, lane, True)) for lane in lanes[1:]]
     by = {}
     psplits = None
     try:
         pf, pk = [fields[i] for i in first], [ks[i] for i in first]
         got = None if decide is None or not first else \
-            per_value_pass(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled, decide, not ahead)
+            per_value_pass(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled, decide, not pooled)
         if got is not None:
             rows, psplits = got
         else:
             t = predicate_table(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled,
-                                parallel=not ahead)
+                                parallel=not pooled)
             rows = np.asarray(matching(t), np.int64)
         n = int(sum(int(pm.num_rows[r]) for r in rgs))
         if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
@@ -433,12 +432,12 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
                     by[i] = _widen(col, fields[i].type) if i in held else col
         if lanes:
             by.update(lane_work(lanes[0], False))
-        for fu, lane in zip(ahead, lanes[1:]):  # a lane the pool has not started: here
-            by.update(lane_work(lane, False) if fu.cancel() else fu.result())
+        for task in pooled:  # a lane the pool has not started runs here (the filter is known)
+            by.update(task.result())
     finally:
         named.set()  # a lane never waits for a filter pass that ended
-        for fu in ahead:  # every lane ends before this returns, also when one raised
-            fu.cancel() or fu.exception()
+        for task in pooled:  # every lane ends before this returns, also when one raised
+            task.close()
     out = [i for i in range(len(cols)) if i in shown]
     return pa.Table.from_arrays([by[i] for i in out], schema=pa.schema([fields[i] for i in out]))
 

@@ -131,9 +131,7 @@ def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=
             if not pending:
                 return
             unit, futures = pending.popleft()
-            blobs = {}
-            for f in futures:
-                blobs.update(f.result())
+            blobs = chunks_of(futures)
             done = unit
             if ahead is not None:
                 ahead[:] = [(u, list(fs)) for u, fs in itertools.islice(pending, AHEAD)]
@@ -141,6 +139,14 @@ def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=
             del blobs
     finally:
         fetcher.cancel()
+
+
+def chunks_of(futures) -> dict:
+    """{(row_group, column): chunk bytes} of a unit from the Futures of its ranges (waits)."""
+    out = {}
+    for f in futures:
+        out.update(f.result())
+    return out
 
 
 def _fetch(fs, path, r, size, note):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 LANES = max(1, min(4, os.cpu_count() or 1))  # this thread + the pool's threads
 
@@ -47,14 +48,14 @@ def run(tasks, sizes, n):
     def lane_results(lane):
         return [(i, tasks[i]()) for i in lane]
 
-    futures = [(executor().submit(lane_results, lane), lane) for lane in lanes[1:]]
+    pooled = [Split(partial(lane_results, lane)) for lane in lanes[1:]]
     try:
         done = lane_results(lanes[0]) if lanes else []
-        for fu, lane in futures:
-            done += lane_results(lane) if fu.cancel() else fu.result()
+        for task in pooled:
+            done += task.result()
     finally:
-        for fu, _ in futures:
-            fu.cancel() or fu.exception()
+        for task in pooled:
+            task.close()
     out = [None] * len(tasks)
     for i, v in done:
         out[i] = v
@@ -62,9 +63,9 @@ def run(tasks, sizes, n):
 
 
 class Split:
-    """A column's pages split on the shared pool ahead of its unit (`direct.presplit`); whoever
-    needs them first runs them if the pool has not started yet (`steal`). A failure is kept and
-    raised where the result is taken."""
+    """Work queued on the shared pool (a lane; a column's pages split ahead of its unit,
+    `direct.presplit`); whoever needs its result first runs it if the pool has not started it
+    yet (`steal`). A failure is kept and raised where the result is taken."""
 
     __slots__ = ("fn", "fu")
 
@@ -89,6 +90,10 @@ class Split:
             while not self.fu.done() and idle is not None and idle():
                 pass
         return self.fu.result()
+
+    def close(self):
+        """Drop it if the pool has not started it, else wait for it to end (never raises)."""
+        self.fu.cancel() or self.fu.exception()
 
 
 def steal_one(started) -> bool:

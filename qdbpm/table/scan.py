@@ -31,7 +31,7 @@ from .decider import decider_for
 from .decode import (
     decode_chunks, decode_partition, decoded_bytes, filter_rows, filterable, late_columns, strict_views,
 )
-from .pipeline import DEFAULT_WORKERS, Unit, stream
+from .pipeline import DEFAULT_WORKERS, Unit, chunks_of, stream
 from .ranges import DEFAULT_MAX_GAP, all_null_mask, plan
 
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes fetched or decoded and not yet yielded, per stream
@@ -438,9 +438,7 @@ class Scan:
         if not isinstance(blobs, dict):  # fetched ahead: only once every range has arrived
             if not all(f.done() and f.exception() is None for f in blobs):
                 return None
-            futures, blobs = blobs, {}
-            for f in futures:
-                blobs.update(f.result())
+            blobs = chunks_of(blobs)
         if self._direct_kinds(unit, p, self.table.column_schemas(p.name, footer=self.footer)) is None:
             return None
         later = [c for c in unit.columns if c not in p.pred_cols]
@@ -464,7 +462,7 @@ class Scan:
         target = self.schema
         arrow_pool, freed = pa.default_memory_pool(), 0
         units = self._units_for_read()
-        ahead, started, first = [], {}, True  # started: id(unit) -> its presplit
+        ahead, started = [], {}  # started: id(unit) -> its presplit (None: not split ahead)
         for unit, blobs in self._stream(units, inline=self._inline(units), ahead=ahead):
             # Arrow's allocator keeps freed pages for reuse; handing them back once per half
             # budget streamed keeps RSS near the budget on long scans, at one call per ~budget/2.
@@ -476,9 +474,8 @@ class Scan:
             # fetched) while this thread filters and gathers this one, and takes back a column
             # the pool has not started; a lone unit's columns are shared between this thread
             # and the pool as decode_filtered splits them.
-            if first and ahead:
+            if ahead and started.get(id(unit)) is None:  # the first, or one fetched late
                 started[id(unit)] = self._presplit(unit, blobs)
-            first = False
             for u, fetching in ahead:
                 if started.get(id(u)) is None:
                     started[id(u)] = self._presplit(u, fetching)
