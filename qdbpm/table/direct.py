@@ -218,8 +218,8 @@ def decode(pm, rgs, cols, blobs, fields, ks, all_null=(), rows=None, parallel=Tr
     `rows`: sorted row numbers within the unit (the row groups' rows in order) to keep, None for
     all. Unsupported / ParquetFormatError: the caller hands the unit to pyarrow.
 
-    Columns are decoded in up to LANES lanes of about equal compressed bytes, one in this thread
-    and the rest on a shared pool: decompression, the kernels and numpy run without the GIL."""
+    Columns are dealt largest first to this thread and up to LANES - 1 of the shared pool's
+    (`pool.run`): decompression, the kernels and numpy run without the GIL."""
     all_null = set(all_null)
     picks = _picks(pm, rgs, rows)
 
@@ -255,7 +255,7 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
     dictionaries (once per entry, a null once; entries decided before are looked up in its memo),
     then each row looks its index up as it is decoded (`pages.lookup_and`); any other column on
     its rows' values. The columns evaluated are padded with nulls to one length; the rows kept
-    are those every column keeps. The chunks are split (decompressed) in lanes as `decode` splits
+    are those every column keeps. The chunks are split (decompressed) as `decode` splits
     them, when `parallel`."""
     n = int(sum(int(pm.num_rows[r]) for r in rgs))
     all_null, todo, luts = set(all_null), [], {}  # todo: (field, Arrow values, (memo key, values) or None)
@@ -338,27 +338,28 @@ def count_filtered(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide)
     return None if got is None else len(got[0])
 
 
-def _filtered_lanes(sizes):
-    """decode_filtered's lanes over the compressed sizes of a unit's columns other than its
-    predicate's: lane 0 this thread's (after the filter pass), the others the pool's."""
+def _pool_share(sizes):
+    """The columns of a filtered unit split ahead on the pool (indexes into `sizes`, the compressed
+    sizes of its columns other than its predicate's): all but this thread's share of a balance
+    over LANES, a single column included (this thread filters that unit meanwhile); none below
+    PARALLEL_BYTES."""
     if sum(sizes) < PARALLEL_BYTES or LANES < 2:
-        return [list(range(len(sizes)))]
-    if len(sizes) == 1:  # one column to gather: the pool decompresses it during the filter pass
-        return [[], [0]]
-    return pool.balance(sizes, LANES)
+        return []
+    if len(sizes) == 1:
+        return [0]
+    return [j for lane in pool.balance(sizes, LANES)[1:] for j in lane]
 
 
 def presplit(pm, rgs, later, blobs, all_null) -> dict:
-    """The pool's share of a filtered unit's columns `later` (those not its predicate's, as
-    decode_filtered splits them into lanes), decompressed on the pool from now: {column:
-    pool.Split}, for that unit's decode_filtered (`ready`), which then gathers every column in its
-    own thread. A scan starts the next units' before decoding the current one: the pool
-    decompresses while this thread filters and gathers (TPC-H Q6: the next months' price pages),
-    and this thread, waiting for the pool, splits a later unit's column the pool has not started."""
+    """The pool's share of a filtered unit's columns `later` (those not its predicate's),
+    decompressed on the pool from now: {column: pool.Split}, for that unit's decode_filtered
+    (`ready`), which then gathers every column in its own thread. A scan starts the next units'
+    before decoding the current one: the pool decompresses while this thread filters and gathers
+    (TPC-H Q6: the next months' price pages), and this thread, waiting for the pool, splits a
+    later unit's column the pool has not started."""
     all_null = set(all_null)
-    lanes = _filtered_lanes(_sizes(rgs, later, blobs))
     return {later[j]: pool.Split(partial(_splits, pm, rgs, later[j], blobs, all_null))
-            for lane in lanes[1:] for j in lane}
+            for j in _pool_share(_sizes(rgs, later, blobs))}
 
 
 def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=(),
@@ -374,52 +375,51 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     `presplit` started for this unit ({column: Split}); with it every column is gathered in this
     thread, the pool being busy with the next units, and `idle()` runs while it waits (`Split`).
 
-    The other columns are split into lanes as `decode` does; the pool's lanes decompress theirs
-    while this thread decodes and filters the predicate's, then each lane gathers its columns'
-    kept rows as soon as the filter has named them (this thread its own lane's after splitting
-    it). A single other column goes to the pool alone (TPC-H Q6's price: its page decompresses
-    during the filter pass instead of after it)."""
+    The other columns are dealt one at a time, largest first (`pool.Deal`): the pool's threads
+    start splitting them at once, while this thread decodes and filters the predicate's, and
+    gather each one's kept rows as soon as the filter has named them (its pages still in cache);
+    this thread then takes the columns left. A single other column so goes to the pool during
+    the filter pass (TPC-H Q6's price)."""
     first = [i for i, c in enumerate(cols) if c in pred_cols]
     rest = [i for i, c in enumerate(cols) if c not in pred_cols]
     held = {i for i in first if _held(ks[i], fields[i], unscaled)}
     shown = {i for i, c in enumerate(cols) if returned is None or c in returned or i in rest}
     all_null = set(all_null)
     later = [cols[i] for i in rest]
-    # presplit: the pool decompresses the next unit meanwhile; this thread gathers every column
-    lanes = _filtered_lanes(_sizes(rgs, later, blobs)) if ready is None else [list(range(len(later)))]
+    sizes = _sizes(rgs, later, blobs)
+    # presplit: the pool decompresses the next units meanwhile; this thread gathers every column
+    helpers = 0 if ready is not None or sum(sizes) < PARALLEL_BYTES else LANES - 1
     ready = ready or {}
     named, box = threading.Event(), {}
 
-    def lane_work(lane, wait):
-        splits = {j: ready[later[j]].result(idle) if later[j] in ready else _splits(pm, rgs, later[j], blobs, all_null)
-                  for j in lane}
-        if wait:
-            named.wait()
+    def column(j):  # split, then gather once the filter has named the rows
+        sp = ready[later[j]].result(idle) if later[j] in ready else _splits(pm, rgs, later[j], blobs, all_null)
+        named.wait()
         picks = box.get("picks")
         if picks is None:  # the filter pass failed: its error is the one raised
-            return {}
-        j_i = {j: rest[j] for j in lane}
-        return {i: _column(pm, rgs, later[j], fields[i], ks[i], splits[j], picks) for j, i in j_i.items()}
+            return None
+        return _column(pm, rgs, later[j], fields[rest[j]], ks[rest[j]], sp, picks)
 
-    pooled = [pool.Split(partial(lane_work, lane, True)) for lane in lanes[1:]]
+    # the pool's threads start on the largest columns now, during the filter pass
+    deal = pool.Deal(column, sorted(range(len(later)), key=lambda j: -sizes[j]), helpers)
     by = {}
     psplits = None
     try:
         pf, pk = [fields[i] for i in first], [ks[i] for i in first]
         got = None if decide is None or not first else \
-            per_value_pass(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled, decide, not pooled)
+            per_value_pass(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled, decide, not helpers)
         if got is not None:
             rows, psplits = got
         else:
             t = predicate_table(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled,
-                                parallel=not pooled)
+                                parallel=not helpers)
             rows = np.asarray(matching(t), np.int64)
         n = int(sum(int(pm.num_rows[r]) for r in rgs))
         if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
             raise ParquetFormatError("filter pass gave rows out of order or range")  # never: a guard
         box["picks"] = _picks(pm, rgs, rows)
         named.set()
-        # the predicate's columns' kept rows first: the pool's lanes are still decompressing
+        # the predicate's columns' kept rows first: the pool is still decompressing
         if psplits is not None:
             for j, i in enumerate(first):
                 if i in shown:
@@ -430,14 +430,11 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
                 if i in shown:
                     col = kept.column(j)
                     by[i] = _widen(col, fields[i].type) if i in held else col
-        if lanes:
-            by.update(lane_work(lanes[0], False))
-        for task in pooled:  # a lane the pool has not started runs here (the filter is known)
-            by.update(task.result())
+        for j, col in zip(deal.items, deal.finish()):  # this thread takes the columns left
+            by[rest[j]] = col
     finally:
-        named.set()  # a lane never waits for a filter pass that ended
-        for task in pooled:  # every lane ends before this returns, also when one raised
-            task.close()
+        named.set()  # a column never waits for a filter pass that ended
+        deal.close()  # every column taken ends before this returns, also when one raised
     out = [i for i in range(len(cols)) if i in shown]
     return pa.Table.from_arrays([by[i] for i in out], schema=pa.schema([fields[i] for i in out]))
 

@@ -1,14 +1,14 @@
-"""The shared decode pool: a unit's columns split into lanes of about equal bytes, one run in
-the calling thread and the others on the pool (`run`), and columns decompressed ahead for a later
-unit (`Split`), which the thread that needs them runs itself if the pool has not started them:
-no thread waits behind the pool's queue for work it can do. Decompression, the page kernels
-and numpy release the GIL, so the lanes run at once."""
+"""The shared decode pool: a unit's columns dealt one at a time to whichever of this thread and
+the pool's threads is free (`Deal`, `run`), and columns decompressed ahead for a later unit
+(`Split`), which the thread that needs them runs itself if the pool has not started them: no
+thread waits behind the pool's queue for work it can do. Decompression, the page kernels and
+numpy release the GIL, so the threads run at once."""
 
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from functools import partial
 
 LANES = max(1, min(4, os.cpu_count() or 1))  # this thread + the pool's threads
 
@@ -28,7 +28,7 @@ def executor():
 
 def balance(sizes, n):
     """Indexes of `sizes` split into at most n lanes of about equal total (largest first, each to
-    the lightest lane)."""
+    the lightest lane): the share of a unit split ahead on the pool (`direct.presplit`)."""
     lanes = [[] for _ in range(n)]
     load = [0] * n
     for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
@@ -39,31 +39,74 @@ def balance(sizes, n):
 
 
 def run(tasks, sizes, n):
-    """Run `tasks` (callables) in up to n lanes of about equal `sizes`, one lane in this thread
-    and the rest on the shared pool; their results in order. A lane the pool has not started
-    when this thread is done with its own (the pool busy with a later unit) runs here. Every
-    lane ends before this returns, also when one raised."""
-    lanes = balance(sizes, n) if n > 1 and len(tasks) > 1 else [list(range(len(tasks)))]
-
-    def lane_results(lane):
-        return [(i, tasks[i]()) for i in lane]
-
-    pooled = [Split(partial(lane_results, lane)) for lane in lanes[1:]]
-    try:
-        done = lane_results(lanes[0]) if lanes else []
-        for task in pooled:
-            done += task.result()
-    finally:
-        for task in pooled:
-            task.close()
+    """Run `tasks` (callables), largest `sizes` first, in this thread and up to n - 1 of the
+    shared pool's (`Deal`); their results in order. With the pool busy (a later unit's work),
+    this thread runs them all. Every task taken ends before this returns, also when one raised."""
+    order = sorted(range(len(tasks)), key=lambda i: -sizes[i])
+    got = Deal(lambda i: tasks[i](), order, n - 1 if len(tasks) > 1 else 0).finish()
     out = [None] * len(tasks)
-    for i, v in done:
+    for i, v in zip(order, got):
         out[i] = v
     return out
 
 
+class Deal:
+    """Items dealt one at a time, in order, to whichever thread is free: `helpers` of the pool's
+    threads start at once, this thread joins with `finish`. The balance is dynamic: no thread
+    idles while an item is left, however long each one takes (this thread's filter pass
+    first, a column slower to gather than its bytes say). Items go largest first, so the last
+    ones dealt are short. After a failure no item is dealt; the one raised is the first taken."""
+
+    __slots__ = ("fn", "items", "out", "lock", "next", "error", "helpers")
+
+    def __init__(self, fn, items, helpers=0):
+        self.fn, self.items = fn, list(items)
+        self.out = [None] * len(self.items)
+        self.lock = threading.Lock()
+        self.next, self.error = 0, None
+        self.helpers = [executor().submit(self._drain) for _ in range(min(helpers, len(self.items)))]
+
+    def _take(self):
+        with self.lock:
+            i = self.next
+            if i >= len(self.items):
+                return None
+            self.next = i + 1
+            return i
+
+    def _drain(self):
+        while (i := self._take()) is not None:
+            try:
+                self.out[i] = self.fn(self.items[i])
+            except BaseException as e:  # raised by finish, in the thread that takes the results
+                with self.lock:
+                    self.next = len(self.items)
+                    if self.error is None or i < self.error[0]:
+                        self.error = (i, e)
+                return
+
+    def finish(self) -> list:
+        """Take items here until none is left, wait for the helpers' last ones: the results in
+        item order, or the failure raised."""
+        try:
+            self._drain()
+        finally:
+            self.close()
+        if self.error is not None:
+            raise self.error[1]
+        return self.out
+
+    def close(self):
+        """Deal no more; wait for the items being run (never raises). A helper the pool has not
+        started is dropped."""
+        with self.lock:
+            self.next = len(self.items)
+        for fu in self.helpers:
+            fu.cancel() or fu.exception()
+
+
 class Split:
-    """Work queued on the shared pool (a lane; a column's pages split ahead of its unit,
+    """Work queued on the shared pool (a column's pages split ahead of its unit,
     `direct.presplit`); whoever needs its result first runs it if the pool has not started it
     yet (`steal`). A failure is kept and raised where the result is taken."""
 
