@@ -121,22 +121,30 @@ cdef int value_error(Runs* r, uint64_t v, int64_t limit) except -1 with gil:
 
 
 def rle_hybrid(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
-               int32_t[::1] out, int64_t limit):
-    """Decode `count` values of the RLE / bit-packed hybrid in buf[pos:end] into out[:count]; each
-    must be < `limit` (the dictionary size, or max level + 1). Returns the end of the last run read."""
+               int32_t[::1] out, int64_t limit, Py_ssize_t skip=0):
+    """Decode values [skip, count) of the RLE / bit-packed hybrid in buf[pos:end] into
+    out[:count - skip]; each must be < `limit` (the dictionary size, or max level + 1). The runs
+    before `skip` are walked and checked as runs (header, length, an RLE value), their bit-packed
+    values not read: a gather of a few rows decodes only their window. Returns the end of the
+    last run read."""
     cdef Runs r
-    cdef Py_ssize_t k, fast, room, at
+    cdef Py_ssize_t k, k0, fast, room, at
     cdef uint64_t v, bits, top
     cdef int code
-    start_runs(&r, buf, pos, end, bit_width, count, out.shape[0])
+    if skip < 0 or skip > count:
+        raise ParquetFormatError(f"RLE/bit-packed run: skip {skip} outside [0, {count}]")
+    start_runs(&r, buf, pos, end, bit_width, count, out.shape[0] + skip)
     with nogil:
         while r.n < r.count:
             code = next_run(&r, limit)
             if code != RUN_OK:
                 run_error(&r, code, limit)
+            k0 = skip - r.n if skip > r.n else 0  # the run's first value wanted
+            if k0 > r.take:
+                k0 = r.take
             if not r.packed:
-                for k in range(r.take):
-                    out[r.n + k] = <int32_t>r.value
+                for k in range(k0, r.take):
+                    out[r.n + k - skip] = <int32_t>r.value
                 r.n += r.take
                 continue
             # Values whose 8-byte load ends inside the buffer take the plain loop (no length
@@ -146,20 +154,20 @@ def rle_hybrid(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_w
                 room = r.end - r.pos - 8
                 fast = 0 if room < 0 else min(r.take, (room * 8 + 7) // r.bit_width + 1)
             top = 0
-            for k in range(fast):
+            for k in range(k0, fast):
                 bits = <uint64_t>k * r.bit_width
                 v = (load8(r.p + r.pos + (bits >> 3)) >> (bits & 7)) & r.mask
-                out[r.n + k] = <int32_t>v
+                out[r.n + k - skip] = <int32_t>v
                 top = v if v > top else top
-            for k in range(fast, r.take):
+            for k in range(max(k0, fast), r.take):
                 bits = <uint64_t>k * r.bit_width
                 at = r.pos + <Py_ssize_t>(bits >> 3)
                 v = (load_le(r.p + at, r.end - at) >> (bits & 7)) & r.mask
-                out[r.n + k] = <int32_t>v
+                out[r.n + k - skip] = <int32_t>v
                 top = v if v > top else top
             if top >= <uint64_t>limit:
-                for k in range(r.take):  # name the first value over the limit
-                    v = <uint32_t>out[r.n + k]
+                for k in range(k0, r.take):  # name the first value over the limit
+                    v = <uint32_t>out[r.n + k - skip]
                     if v >= <uint64_t>limit:
                         value_error(&r, v, limit)
             end_packed(&r)

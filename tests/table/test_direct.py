@@ -18,6 +18,7 @@ import pytest
 import qdbpm
 from qdbpm.errors import ParquetFormatError, PmError
 from qdbpm.parquet import _pages, pages
+from qdbpm.pm import layout as L
 from qdbpm.prune.arrow import to_arrow
 from qdbpm.prune.filters import where_text
 from qdbpm.table import direct, pool, scan
@@ -269,6 +270,73 @@ def test_rle_hybrid_equals_the_reference(seed):
             pass
         else:
             assert out.view(np.uint32).tolist() == rle_reference(buf, 0, len(buf), bw, count)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_rle_hybrid_window_equals_the_reference_slice(seed):
+    """Values [skip, count) only (a gather's window): the reference's slice, into an output of
+    exactly that length; runs before the window walked, not decoded; a truncated stream gives the
+    same or a clear error; a skip outside [0, count] is refused."""
+    rng = np.random.default_rng(3000 + seed)
+    bw = int(rng.integers(0, 33))
+    buf, made = random_runs(rng, bw, int(rng.integers(1, 2000)))
+    count = int(rng.integers(0, made + 1))
+    skip = int(rng.integers(0, count + 1))
+    want = rle_reference(buf, 0, len(buf), bw, count)[skip:]
+    out = np.full(count - skip, -7, np.int32)
+    _pages.rle_hybrid(buf, 0, len(buf), bw, count, out, 1 << 33, skip)
+    assert out.view(np.uint32).tolist() == want
+    with pytest.raises(ParquetFormatError, match="bounds outside"):  # one value more than out holds
+        _pages.rle_hybrid(buf, 0, len(buf), bw, count + 1, out, 1 << 33, skip)
+    with pytest.raises(ParquetFormatError, match="skip"):
+        _pages.rle_hybrid(buf, 0, len(buf), bw, count, out, 1 << 33, count + 1)
+    if count:
+        cut = int(rng.integers(0, len(buf)))
+        try:
+            _pages.rle_hybrid(buf[:cut].copy(), 0, cut, bw, count, out, 1 << 33, skip)
+        except ParquetFormatError:
+            pass
+        else:
+            assert out.view(np.uint32).tolist() == want
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_gather_of_a_window_equals_the_whole_pages_taken(seed, tmp_path):
+    """chunk_values at sorted rows (a contiguous window, as a sorted column's filter keeps, or
+    scattered; nulls at the edges and inside) equals every value decoded and then taken, for
+    dictionary and PLAIN pages, fixed-width and byte arrays, v1 and v2 pages."""
+    rng = np.random.default_rng(4000 + seed)
+    n = 3000
+    ints = pa.array(rng.integers(0, 40, n), pa.int64(), mask=rng.random(n) < 0.2)
+    strs = pa.array([None if m else f"s{v}" * int(v % 5) for v, m in zip(rng.integers(0, 30, n), rng.random(n) < 0.2)])
+    dense = pa.array(rng.integers(0, 1 << 40, n), pa.int64())
+    t = pa.table({"i": ints, "s": strs, "d": dense})
+    path = tmp_path / "w.parquet"
+    pq.write_table(t, path, use_dictionary=bool(seed % 2), data_page_version="2.0" if seed % 3 == 0 else "1.0",
+                   data_page_size=int(rng.integers(2000, 20000)), compression="snappy")
+    raw = path.read_bytes()
+    md = pq.ParquetFile(path).metadata.row_group(0)
+    for c in range(3):
+        ch = md.column(c)
+        start = ch.dictionary_page_offset if ch.has_dictionary_page else ch.data_page_offset
+        blob = raw[start:start + ch.total_compressed_size]
+        ptype = {"INT64": L.PT_INT64, "BYTE_ARRAY": L.PT_BYTE_ARRAY}[ch.physical_type]
+        sp = pages.split_chunk(blob, ptype, L.CODEC_SNAPPY, 1, n)
+        whole = pages.chunk_values(sp)
+        a = int(rng.integers(0, n))
+        for rows in (np.arange(a, min(n, a + int(rng.integers(1, 400))), dtype=np.int64),
+                     np.sort(rng.choice(n, int(rng.integers(1, 50)), replace=False)).astype(np.int64),
+                     np.array([n - 1], np.int64)):
+            got = pages.chunk_values(sp, rows)
+            col = t.column(c).take(pa.array(rows))
+            if ptype == L.PT_BYTE_ARRAY:
+                vals = [None if not v else bytes(got.data[got.offsets[k]:got.offsets[k + 1]])
+                        for k, v in enumerate(np.ones(len(rows), bool) if got.valid is None else got.valid)]
+                assert vals == [None if x is None else x.encode() for x in col.to_pylist()]
+            else:
+                valid = np.ones(len(rows), bool) if got.valid is None else got.valid
+                assert [int(v) if ok else None for v, ok in zip(got.values, valid)] == col.to_pylist()
+        assert (len(whole.offsets) - 1 if ptype == L.PT_BYTE_ARRAY else len(whole.values)) == n
 
 
 @pytest.mark.parametrize("seed", range(40))
