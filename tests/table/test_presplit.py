@@ -118,17 +118,18 @@ def test_units_split_ahead_read_what_pyarrow_reads(tmp_path, lanes, codec):
     assert lanes["ready"] >= lanes["units"] // 2  # most units were split ahead
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(9))
 def test_a_corrupt_unit_split_ahead_ends_the_read_as_without_it(tmp_path, lanes, seed):
-    """Bytes of a later partition's non-predicate chunks mutated: the read ends as pyarrow's
-    reader ends it (an error, or the same rows), as it did before units were split ahead."""
+    """Bytes of a later partition's chunks mutated (a column split ahead, or the predicate's):
+    the read ends as pyarrow's reader ends it (an error, or the same rows), as it did before
+    units were split ahead."""
     rng = np.random.default_rng(seed)
     root = str(tmp_path / "t")
     _table(root, parts=4, seed=seed, codec="none")
     path = os.path.join(root, f"p={1 + seed % 3}", "data.parquet")
     md = pq.ParquetFile(path).metadata
     raw = bytearray(pathlib.Path(path).read_bytes())
-    c = md.row_group(int(rng.integers(0, md.num_row_groups))).column(4 if seed % 2 else 2)  # note / price
+    c = md.row_group(int(rng.integers(0, md.num_row_groups))).column([2, 4, 1][seed % 3])  # price / note / q
     start = c.dictionary_page_offset or c.data_page_offset
     for _ in range(3):
         raw[int(rng.integers(start, start + c.total_compressed_size))] = int(rng.integers(0, 256))
