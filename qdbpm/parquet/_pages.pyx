@@ -1,8 +1,8 @@
 # cython: language_level=3
 """Kernel: the bodies of decompressed Parquet data pages to flat arrays (`pages` is the wrapper).
 
-Three loops numpy cannot vectorise: the RLE / bit-packed hybrid (definition levels and dictionary
-indices), the index of a PLAIN BYTE_ARRAY run (4-byte little-endian lengths between the values),
+Loops numpy cannot vectorise: the RLE / bit-packed hybrid (definition levels and dictionary
+indices; all of them, or only those picked, `rle_pick`), the index of a PLAIN BYTE_ARRAY run (4-byte little-endian lengths between the values),
 and the take of chosen byte strings into Arrow's offsets and data buffers. Every read is checked against
 the end of its buffer; a malformed run raises ParquetFormatError naming the byte, never reads past.
 """
@@ -121,30 +121,22 @@ cdef int value_error(Runs* r, uint64_t v, int64_t limit) except -1 with gil:
 
 
 def rle_hybrid(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
-               int32_t[::1] out, int64_t limit, Py_ssize_t skip=0):
-    """Decode values [skip, count) of the RLE / bit-packed hybrid in buf[pos:end] into
-    out[:count - skip]; each must be < `limit` (the dictionary size, or max level + 1). The runs
-    before `skip` are walked and checked as runs (header, length, an RLE value), their bit-packed
-    values not read: a gather of a few rows decodes only their window. Returns the end of the
-    last run read."""
+               int32_t[::1] out, int64_t limit):
+    """Decode `count` values of the RLE / bit-packed hybrid in buf[pos:end] into out[:count]; each
+    must be < `limit` (the dictionary size, or max level + 1). Returns the end of the last run read."""
     cdef Runs r
-    cdef Py_ssize_t k, k0, fast, room, at
+    cdef Py_ssize_t k, fast, room, at
     cdef uint64_t v, bits, top
     cdef int code
-    if skip < 0 or skip > count:
-        raise ParquetFormatError(f"RLE/bit-packed run: skip {skip} outside [0, {count}]")
-    start_runs(&r, buf, pos, end, bit_width, count, out.shape[0] + skip)
+    start_runs(&r, buf, pos, end, bit_width, count, out.shape[0])
     with nogil:
         while r.n < r.count:
             code = next_run(&r, limit)
             if code != RUN_OK:
                 run_error(&r, code, limit)
-            k0 = skip - r.n if skip > r.n else 0  # the run's first value wanted
-            if k0 > r.take:
-                k0 = r.take
             if not r.packed:
-                for k in range(k0, r.take):
-                    out[r.n + k - skip] = <int32_t>r.value
+                for k in range(r.take):
+                    out[r.n + k] = <int32_t>r.value
                 r.n += r.take
                 continue
             # Values whose 8-byte load ends inside the buffer take the plain loop (no length
@@ -154,23 +146,67 @@ def rle_hybrid(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_w
                 room = r.end - r.pos - 8
                 fast = 0 if room < 0 else min(r.take, (room * 8 + 7) // r.bit_width + 1)
             top = 0
-            for k in range(k0, fast):
+            for k in range(fast):
                 bits = <uint64_t>k * r.bit_width
                 v = (load8(r.p + r.pos + (bits >> 3)) >> (bits & 7)) & r.mask
-                out[r.n + k - skip] = <int32_t>v
+                out[r.n + k] = <int32_t>v
                 top = v if v > top else top
-            for k in range(max(k0, fast), r.take):
+            for k in range(fast, r.take):
                 bits = <uint64_t>k * r.bit_width
                 at = r.pos + <Py_ssize_t>(bits >> 3)
                 v = (load_le(r.p + at, r.end - at) >> (bits & 7)) & r.mask
-                out[r.n + k - skip] = <int32_t>v
+                out[r.n + k] = <int32_t>v
                 top = v if v > top else top
             if top >= <uint64_t>limit:
-                for k in range(k0, r.take):  # name the first value over the limit
-                    v = <uint32_t>out[r.n + k - skip]
+                for k in range(r.take):  # name the first value over the limit
+                    v = <uint32_t>out[r.n + k]
                     if v >= <uint64_t>limit:
                         value_error(&r, v, limit)
             end_packed(&r)
+    return r.pos
+
+
+def rle_pick(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
+             const int64_t[::1] picks, int32_t[::1] out, int64_t limit):
+    """out[j] = value picks[j] of the first `count` values of the RLE / bit-packed hybrid in
+    buf[pos:end] (picks ascending, each in [0, count)); each value read must be < `limit`. A
+    gather of a page's few rows: every run is walked and its header checked, only the values
+    picked are read (a bit-packed value is found from its position). Returns the end of the last
+    run read."""
+    cdef Runs r
+    cdef Py_ssize_t j = 0, m = picks.shape[0], at
+    cdef int64_t want
+    cdef uint64_t v, bits
+    cdef int code
+    if m > out.shape[0]:
+        raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
+    start_runs(&r, buf, pos, end, bit_width, count, count)
+    with nogil:
+        while r.n < r.count and j < m:
+            code = next_run(&r, limit)
+            if code != RUN_OK:
+                run_error(&r, code, limit)
+            while j < m and picks[j] < r.n + r.take:
+                want = picks[j]
+                if want < r.n or (j and want <= picks[j - 1]):  # not ascending: never read before the run
+                    with gil:
+                        raise ParquetFormatError(f"RLE/bit-packed picks: {want} after {picks[j - 1] if j else -1}")
+                if r.packed:
+                    bits = <uint64_t>(want - r.n) * r.bit_width
+                    at = r.pos + <Py_ssize_t>(bits >> 3)
+                    v = (load_le(r.p + at, r.end - at) >> (bits & 7)) & r.mask
+                    if v >= <uint64_t>limit:
+                        value_error(&r, v, limit)
+                    out[j] = <int32_t>v
+                else:
+                    out[j] = <int32_t>r.value
+                j += 1
+            if r.packed:
+                end_packed(&r)
+            else:
+                r.n += r.take
+    if j < m:
+        raise ParquetFormatError(f"RLE/bit-packed picks: value {picks[j]} is not below {r.n} (of {count})")
     return r.pos
 
 

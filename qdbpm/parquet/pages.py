@@ -287,18 +287,20 @@ def _page_values(pg, local, ptype, dvals):
                 raise ParquetFormatError("dictionary-encoded page without its bit width")
             idx = np.empty(0, np.int32)
         else:
-            lo, hi = _window(picks, nulls, count)
-            idx = buffers.empty(hi - lo, np.int32)
             size = len(dvals[1]) if ptype == L.PT_BYTE_ARRAY else len(dvals)
-            _pages.rle_hybrid(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), hi, idx, size, lo)
-            if lo:
-                picks = picks - lo  # a null's -1 stays negative
-        if picks is None:
+            if picks is None:
+                idx = buffers.empty(count, np.int32)
+                _pages.rle_hybrid(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, idx, size)
+            else:  # only the picked values' indexes are read
+                at = np.ascontiguousarray(picks if nulls is None else picks[~nulls], np.int64)
+                idx = buffers.empty(len(at), np.int32)
+                _pages.rle_pick(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, at, idx, size)
+        if picks is None or nulls is None:
             picks = idx
-        elif nulls is None:
-            picks = idx[picks]
         else:
-            picks = np.where(nulls, -1, idx[np.maximum(picks, 0)] if len(idx) else 0)
+            full = np.full(len(picks), -1, np.int32)
+            full[~nulls] = idx
+            picks = full
         if ptype == L.PT_BYTE_ARRAY:
             return _take(*dvals, picks, nulls)
         # every index is below the dictionary's size (rle_hybrid checked each)
@@ -311,7 +313,7 @@ def _page_values(pg, local, ptype, dvals):
         raise Unsupported(f"value encoding {pg.encoding}")
     if ptype == L.PT_BYTE_ARRAY:
         # each value's length leads it: the values past the last one picked are not indexed
-        starts, lens, _ = _byte_index(pg.buf, pg.pos, pg.end, _window(picks, nulls, count)[1])
+        starts, lens, _ = _byte_index(pg.buf, pg.pos, pg.end, _span(picks, nulls, count))
         return _take(pg.buf, starts, lens, picks, nulls)
     dt = FIXED_DTYPES[ptype]
     if count * dt.itemsize > pg.end - pg.pos:
@@ -324,15 +326,14 @@ def _page_values(pg, local, ptype, dvals):
     return Fixed(vals[np.maximum(picks, 0)] if count else np.zeros(len(picks), dt), ~nulls)
 
 
-def _window(picks, nulls, count):
-    """[lo, hi): the span of a page's `count` values that `picks` reads (value indexes, ascending
-    but for the -1 of each null, where `nulls`; None: all). A gather of a few rows decodes only
-    this window's indexes."""
+def _span(picks, nulls, count):
+    """How many of a page's `count` values lead up to the last one `picks` reads (value indexes,
+    ascending but for the -1 of each null, where `nulls`; None: all)."""
     if picks is None:
-        return 0, count
+        return count
     if nulls is not None:
         picks = picks[~nulls]
-    return (int(picks[0]), int(picks[-1]) + 1) if len(picks) else (0, 0)
+    return int(picks[-1]) + 1 if len(picks) else 0
 
 
 def _take(src, starts, lens, picks, nulls):

@@ -273,38 +273,59 @@ def test_rle_hybrid_equals_the_reference(seed):
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_rle_hybrid_window_equals_the_reference_slice(seed):
-    """Values [skip, count) only (a gather's window): the reference's slice, into an output of
-    exactly that length; runs before the window walked, not decoded; a truncated stream gives the
-    same or a clear error; a skip outside [0, count] is refused."""
+def test_rle_pick_equals_the_reference_at_the_picks(seed):
+    """Only the values picked (ascending; a contiguous window, scattered ones, none, the last):
+    the reference's values there; a truncated stream gives the same or a clear error; picks out
+    of order, repeated, negative or past `count`, and an output too short, are refused."""
     rng = np.random.default_rng(3000 + seed)
     bw = int(rng.integers(0, 33))
     buf, made = random_runs(rng, bw, int(rng.integers(1, 2000)))
-    count = int(rng.integers(0, made + 1))
-    skip = int(rng.integers(0, count + 1))
-    want = rle_reference(buf, 0, len(buf), bw, count)[skip:]
-    out = np.full(count - skip, -7, np.int32)
-    _pages.rle_hybrid(buf, 0, len(buf), bw, count, out, 1 << 33, skip)
-    assert out.view(np.uint32).tolist() == want
-    with pytest.raises(ParquetFormatError, match="bounds outside"):  # one value more than out holds
-        _pages.rle_hybrid(buf, 0, len(buf), bw, count + 1, out, 1 << 33, skip)
-    with pytest.raises(ParquetFormatError, match="skip"):
-        _pages.rle_hybrid(buf, 0, len(buf), bw, count, out, 1 << 33, count + 1)
-    if count:
-        cut = int(rng.integers(0, len(buf)))
-        try:
-            _pages.rle_hybrid(buf[:cut].copy(), 0, cut, bw, count, out, 1 << 33, skip)
-        except ParquetFormatError:
-            pass
-        else:
-            assert out.view(np.uint32).tolist() == want
+    count = int(rng.integers(1, made + 1))
+    ref = rle_reference(buf, 0, len(buf), bw, count)
+    a = int(rng.integers(0, count))
+    for picks in (np.arange(a, min(count, a + int(rng.integers(1, 300))), dtype=np.int64),
+                  np.sort(rng.choice(count, int(rng.integers(0, min(count, 60) + 1)), replace=False)).astype(np.int64),
+                  np.array([count - 1], np.int64)):
+        out = np.full(len(picks), -7, np.int32)
+        _pages.rle_pick(buf, 0, len(buf), bw, count, picks, out, 1 << 33)
+        assert out.view(np.uint32).tolist() == [ref[i] for i in picks]
+        if len(picks):
+            cut = int(rng.integers(0, len(buf)))
+            try:
+                _pages.rle_pick(buf[:cut].copy(), 0, cut, bw, count, picks, out, 1 << 33)
+            except ParquetFormatError:
+                pass
+            else:
+                assert out.view(np.uint32).tolist() == [ref[i] for i in picks]
+    out = np.empty(3, np.int32)
+    for bad in ([2, 1], [1, 1], [-1], [count]):
+        with pytest.raises(ParquetFormatError, match="picks"):
+            _pages.rle_pick(buf, 0, len(buf), bw, count, np.array(bad, np.int64), out, 1 << 33)
+    with pytest.raises(ParquetFormatError, match="bounds outside"):
+        _pages.rle_pick(buf, 0, len(buf), bw, count, np.zeros(4, np.int64), out, 1 << 33)
+
+
+def test_rle_pick_checks_each_value_read_against_the_limit():
+    vals = [1] * 16
+    vals[13] = 6
+    bits = sum(v << (3 * i) for i, v in enumerate(vals))
+    packed = np.frombuffer(_uleb(2 << 1 | 1) + bits.to_bytes(6, "little"), np.uint8)
+    out = np.empty(2, np.int32)
+    _pages.rle_pick(packed, 0, len(packed), 3, 16, np.array([0, 12], np.int64), out, 5)  # 6 not read
+    assert out.tolist() == [1, 1]
+    with pytest.raises(ParquetFormatError, match="value 6 is not below 5"):
+        _pages.rle_pick(packed, 0, len(packed), 3, 16, np.array([0, 13], np.int64), out, 5)
+    rle = np.frombuffer(_uleb(10 << 1) + bytes([5]), np.uint8)
+    with pytest.raises(ParquetFormatError, match="not below 5"):  # an RLE run's value: checked as a run
+        _pages.rle_pick(rle, 0, len(rle), 3, 10, np.array([2], np.int64), out, 5)
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_a_gather_of_a_window_equals_the_whole_pages_taken(seed, tmp_path):
     """chunk_values at sorted rows (a contiguous window, as a sorted column's filter keeps, or
     scattered; nulls at the edges and inside) equals every value decoded and then taken, for
-    dictionary and PLAIN pages, fixed-width and byte arrays, v1 and v2 pages."""
+    dictionary pages (only the picked indexes read, rle_pick) and PLAIN ones (byte arrays
+    indexed up to the last pick), v1 and v2 pages."""
     rng = np.random.default_rng(4000 + seed)
     n = 3000
     ints = pa.array(rng.integers(0, 40, n), pa.int64(), mask=rng.random(n) < 0.2)
