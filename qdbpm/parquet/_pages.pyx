@@ -139,12 +139,15 @@ def rle_hybrid(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_w
                     out[r.n + k] = <int32_t>r.value
                 r.n += r.take
                 continue
+            if not r.bit_width:  # every value 0, no byte to read (r.pos may be the buffer's end)
+                for k in range(r.take):
+                    out[r.n + k] = 0
+                end_packed(&r)
+                continue
             # Values whose 8-byte load ends inside the buffer take the plain loop (no length
             # test, the limit checked once on the run's largest value); the rest load_le.
-            fast = r.take
-            if r.bit_width:
-                room = r.end - r.pos - 8
-                fast = 0 if room < 0 else min(r.take, (room * 8 + 7) // r.bit_width + 1)
+            room = r.end - r.pos - 8
+            fast = 0 if room < 0 else min(r.take, (room * 8 + 7) // r.bit_width + 1)
             top = 0
             for k in range(fast):
                 bits = <uint64_t>k * r.bit_width

@@ -387,6 +387,19 @@ def test_rle_lookup_and_equals_the_reference(seed):
 
 
 def test_rle_lookup_and_checks_every_value_and_its_bounds():
+    # a long bit-packed run: its fast part (8-byte loads, a padded table, the run's largest value
+    # checked once) and its tail (checked per value) both name a value over the limit
+    for at in (0, 20, 63):
+        vals = [1] * 64
+        vals[at] = 6
+        bits = sum(v << (3 * i) for i, v in enumerate(vals))
+        packed = np.frombuffer(_uleb(8 << 1 | 1) + bits.to_bytes(24, "little"), np.uint8)
+        with pytest.raises(ParquetFormatError, match="value 6 is not below 5"):
+            _pages.rle_lookup_and(packed, 0, len(packed), 3, 64, np.ones(8, np.uint8), np.ones(64, np.uint8), 5)
+        out = np.ones(64, np.uint8)
+        lut = np.array([1, 0, 1, 1, 1, 1, 0, 1], np.uint8)
+        _pages.rle_lookup_and(packed, 0, len(packed), 3, 64, lut, out, 7)
+        assert out.tolist() == [int(lut[v]) for v in vals]
     vals = [1] * 16
     vals[13] = 6
     bits = sum(v << (3 * i) for i, v in enumerate(vals))
