@@ -387,8 +387,8 @@ def test_rle_lookup_and_equals_the_reference(seed):
 
 
 def test_rle_lookup_and_checks_every_value_and_its_bounds():
-    # a long bit-packed run: its fast part (8-byte loads, a padded table, the run's largest value
-    # checked once) and its tail (checked per value) both name a value over the limit
+    # a long bit-packed run: a value over the limit is named wherever it lies (8-byte loads in
+    # the run's body, shorter ones at its end), and the values under it are looked up
     for at in (0, 20, 63):
         vals = [1] * 64
         vals[at] = 6
