@@ -1,0 +1,123 @@
+"""The Cython kernels that read untrusted bytes read nothing past their buffer, proven with a
+guard page: each input ends on the last byte before a page mapped PROT_NONE, so a read one byte
+too far is a segfault instead of a silent read of the allocator's next bytes (which the value
+tests cannot see). Inputs: random RLE / bit-packed runs and byte-array runs for the page kernels
+(qdbpm/parquet/_pages.pyx); a real Parquet footer, its page headers and its `_pm`, each cut short
+and mutated, for the Thrift parser (qdbpm/parquet/_thrift.pyx) and the `_pm` checks
+(qdbpm/pm/_validate.pyx). Run in a child process, so a fault fails this test, not the session."""
+
+import subprocess
+import sys
+
+CHILD = r'''
+import ctypes, mmap, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from qdbpm.errors import ParquetFormatError, PmError
+from qdbpm.parquet import _pages, _thrift
+from qdbpm.pm import _validate
+from test_direct import random_runs
+
+PAGE = mmap.PAGESIZE
+ROOM = 64 * PAGE
+area = mmap.mmap(-1, ROOM + PAGE)
+base = ctypes.addressof(ctypes.c_char.from_buffer(area))
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+assert libc.mprotect(base + ROOM, PAGE, 0) == 0  # PROT_NONE: the byte after the buffer faults
+whole = np.frombuffer(area, np.uint8, count=ROOM)
+
+
+def guarded(data):
+    """`data` as a view whose last byte is the last one before the guard page."""
+    assert 0 < len(data) <= ROOM
+    view = whole[ROOM - len(data):]
+    view[:] = np.frombuffer(bytes(data), np.uint8)
+    return view
+
+
+def survives(fn):
+    try:
+        fn()
+    except (PmError, ValueError, OverflowError, MemoryError, UnicodeDecodeError):
+        pass  # an error is this test's pass too: only a fault fails it
+
+
+def calls(buf, bw, count, rng):
+    yield lambda: _pages.rle_hybrid(buf, 0, len(buf), bw, count, np.empty(count, np.int32), 1 << 33)
+    yield lambda: _pages.rle_lookup_and(buf, 0, len(buf), bw, count, np.ones(1 << min(bw, 12), np.uint8),
+                                        np.ones(count, np.uint8), 1 << min(bw, 12))
+    picks = np.sort(rng.choice(count, min(count, 40), replace=False)).astype(np.int64)
+    yield lambda: _pages.rle_pick(buf, 0, len(buf), bw, count, picks, np.empty(len(picks), np.int32), 1 << 33)
+    yield lambda: _pages.byte_array_index(buf, 0, len(buf), count, np.empty(count, np.int64),
+                                          np.empty(count, np.int32))
+
+
+rng = np.random.default_rng(7)
+runs = 0
+for case in range(400):
+    bw = [0, 1, 3, 8, 13, 32][case % 6]
+    raw, made = random_runs(rng, bw, int(rng.integers(1, 300)))
+    raw = raw.tobytes()
+    for cut in {len(raw), int(rng.integers(0, len(raw) + 1))}:  # whole, and truncated at random
+        data = raw[:cut]
+        if not 0 < len(data) <= PAGE:
+            continue
+        buf = guarded(data)
+        for call in calls(buf, bw, made, rng):
+            survives(call)
+            runs += 1
+
+# a real file: its footer, page headers and _pm, whole, cut short and mutated
+import os
+import pyarrow as pa, pyarrow.parquet as pq
+import qdbpm
+path = os.path.join(sys.argv[2], "data.parquet")
+n = 4000
+t = pa.table({"i": pa.array(rng.integers(-1000, 1000, n)), "s": pa.array([f"v{x}" for x in rng.integers(0, 50, n)]),
+              "f": pa.array(rng.normal(0, 1, n)), "d": pa.array(rng.integers(0, 10 ** 6, n), pa.int32()).cast(pa.date32())})
+pq.write_table(t, path, row_group_size=500, compression="snappy")
+qdbpm.generate(path)
+raw = open(path, "rb").read()
+flen = int.from_bytes(raw[-8:-4], "little")
+footer = raw[-8 - flen:-8]
+md = pq.ParquetFile(path).metadata
+headers = [raw[md.row_group(r).column(c).data_page_offset:][:80] for r in range(md.num_row_groups) for c in range(4)]
+pm = open(os.path.join(sys.argv[2], "_pm"), "rb").read()
+
+
+def variants(b, k):
+    yield b
+    for _ in range(k):
+        cut = bytearray(b[:int(rng.integers(1, len(b) + 1))])
+        for _ in range(int(rng.integers(0, 4))):
+            cut[int(rng.integers(0, len(cut)))] = int(rng.integers(0, 256))
+        yield bytes(cut)
+
+
+for b in variants(footer, 300):
+    survives(lambda: _thrift.parse_file_metadata(guarded(b), len(raw) - 8 - flen))
+    survives(lambda: _thrift.scan_struct(guarded(b), 0))
+    runs += 2
+for h in headers:
+    for b in variants(h, 40):
+        survives(lambda: _thrift.page_header(guarded(b), 0))
+        runs += 1
+for b in variants(pm, 300):
+    survives(lambda: _validate.check_open(guarded(b)))
+    survives(lambda: _validate.check_open(guarded(b), len(raw)))
+    runs += 2
+print("ok", runs)
+'''
+
+
+def test_no_kernel_reads_past_its_buffer(tmp_path):
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(here)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(repo, "tests", "table"), repo]))
+    got = subprocess.run([sys.executable, "-c", CHILD, repo, str(tmp_path)], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert got.returncode == 0, f"child ended {got.returncode} (-11: a read past the buffer)\n{got.stderr[-2000:]}"
+    assert got.stdout.startswith("ok ") and int(got.stdout.split()[1]) > 2000
