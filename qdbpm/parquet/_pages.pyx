@@ -2,9 +2,11 @@
 """Kernel: the bodies of decompressed Parquet data pages to flat arrays (`pages` is the wrapper).
 
 Loops numpy cannot vectorise: the RLE / bit-packed hybrid (definition levels and dictionary
-indices; all of them, or only those picked, `rle_pick`), the index of a PLAIN BYTE_ARRAY run (4-byte little-endian lengths between the values),
-and the take of chosen byte strings into Arrow's offsets and data buffers. Every read is checked against
-the end of its buffer; a malformed run raises ParquetFormatError naming the byte, never reads past.
+indices; all of them, or only those picked, `rle_pick`), the index of a PLAIN BYTE_ARRAY run
+(4-byte little-endian lengths between the values), and the take of chosen byte strings into
+Arrow's offsets and data buffers. Every read is checked against the end of its buffer; a
+malformed run raises ParquetFormatError naming the byte, never reads past
+(tests/test_kernel_bounds.py).
 """
 
 cimport cython

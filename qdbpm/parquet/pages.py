@@ -303,7 +303,7 @@ def _page_values(pg, local, ptype, dvals):
             picks = full
         if ptype == L.PT_BYTE_ARRAY:
             return _take(*dvals, picks, nulls)
-        # every index is below the dictionary's size (rle_hybrid checked each)
+        # every index is below the dictionary's size (rle_hybrid / rle_pick checked each)
         if nulls is None:
             vals = buffers.take_checked(dvals, picks)
         else:  # a null's slot takes any value: the first, or 0 with an empty dictionary

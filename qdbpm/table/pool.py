@@ -54,8 +54,9 @@ class Deal:
     """Items dealt one at a time, in order, to whichever thread is free: `helpers` of the pool's
     threads start at once, this thread joins with `finish`. The balance is dynamic: no thread
     idles while an item is left, however long each one takes (this thread's filter pass
-    first, a column slower to gather than its bytes say). Items go largest first, so the last
-    ones dealt are short. After a failure no item is dealt; the one raised is the first taken."""
+    first, a column slower to gather than its bytes say). Callers order the items largest
+    first, so the last ones dealt are short. After a failure no item is dealt; the one raised is
+    the first taken."""
 
     __slots__ = ("fn", "items", "out", "lock", "next", "error", "helpers")
 
