@@ -124,6 +124,7 @@ class Scan:
         self._schema = None
         self._filters = {}  # (residual id, decoded schema) -> the residual as an Arrow expression
         self._groups = {}  # decider.decider_for's cache
+        self._taken = {}  # id(unit) -> _direct_kinds' answer, from _presplit until the unit's decode
 
     # -- the decision ---------------------------------------------------------------------------
 
@@ -409,13 +410,19 @@ class Scan:
                 t = t.set_column(i, f, t.column(i).cast(f.type))
         return self._with_keys(t, p, [k for k in self.keys if k in self.columns])
 
-    def _direct_kinds(self, unit, p, schemas):
-        """(fields, kinds) when `direct` decodes this unit, else None (pyarrow's reader does)."""
+    def _direct_kinds(self, unit, p, schemas, keep=False):
+        """(fields, kinds) when `direct` decodes this unit, else None (pyarrow's reader does).
+        Worked out once per unit: `keep` holds it for the unit's decode (`_presplit` asks first)."""
         if not DIRECT or p.views or not unit.columns:
             return None
+        if id(unit) in self._taken:
+            return self._taken[id(unit)] if keep else self._taken.pop(id(unit))
         fields = schemas.fields(unit.pm, unit.columns)
         ks = direct.kinds(unit.pm, unit.row_groups, unit.columns, schemas, fields)
-        return None if ks is None else (fields, ks)
+        got = None if ks is None else (fields, ks)
+        if keep:
+            self._taken[id(unit)] = got
+        return got
 
     def _matching(self, p, t):
         """Row numbers of a filter pass's table `t` (p's columns) where p's residual is TRUE."""
@@ -439,7 +446,7 @@ class Scan:
             if not all(f.done() and f.exception() is None for f in blobs):
                 return None
             blobs = chunks_of(blobs)
-        if self._direct_kinds(unit, p, self.table.column_schemas(p.name, footer=self.footer)) is None:
+        if self._direct_kinds(unit, p, self.table.column_schemas(p.name, footer=self.footer), keep=True) is None:
             return None
         later = [c for c in unit.columns if c not in p.pred_cols]
         return direct.presplit(unit.pm, unit.row_groups, later, blobs, unit.plan.all_null)
