@@ -2,7 +2,8 @@
 guard page: each input ends on the last byte before a page mapped PROT_NONE, so a read one byte
 too far is a segfault instead of a silent read of the allocator's next bytes (which the value
 tests cannot see). Inputs: random RLE / bit-packed runs and byte-array runs for the page kernels
-(qdbpm/parquet/_pages.pyx); a real Parquet footer, its page headers and its `_pm`, each cut short
+(qdbpm/parquet/_pages.pyx); Snappy blocks whole, cut short and mutated, their output buffers
+guarded too (qdbpm/parquet/_snappy.pyx); a real Parquet footer, its page headers and its `_pm`, each cut short
 and mutated, for the Thrift parser (qdbpm/parquet/_thrift.pyx) and the `_pm` checks
 (qdbpm/pm/_validate.pyx). Run in a child process, so a fault fails this test, not the session."""
 
@@ -14,7 +15,7 @@ import ctypes, mmap, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 from qdbpm.errors import ParquetFormatError, PmError
-from qdbpm.parquet import _pages, _thrift
+from qdbpm.parquet import _pages, _snappy, _thrift
 from qdbpm.pm import _validate
 from test_direct import random_runs
 
@@ -36,10 +37,23 @@ def guarded(data):
     return view
 
 
+out_area = mmap.mmap(-1, ROOM + PAGE)
+out_base = ctypes.addressof(ctypes.c_char.from_buffer(out_area))
+assert libc.mprotect(out_base + ROOM, PAGE, 0) == 0
+out_whole = np.frombuffer(out_area, np.uint8, count=ROOM)
+
+
+def guarded_out(n):
+    """A writable view of n bytes whose last byte is the last one before a guard page: a write
+    one byte too far faults."""
+    assert 0 <= n <= ROOM
+    return out_whole[ROOM - n:]
+
+
 def survives(fn):
     try:
         fn()
-    except (PmError, ValueError, OverflowError, MemoryError, UnicodeDecodeError):
+    except (PmError, ParquetFormatError, ValueError, OverflowError, MemoryError, UnicodeDecodeError):
         pass  # an error is this test's pass too: only a fault fails it
 
 
@@ -94,6 +108,28 @@ def variants(b, k):
             cut[int(rng.integers(0, len(cut)))] = int(rng.integers(0, 256))
         yield bytes(cut)
 
+
+# Snappy blocks, whole, cut short and mutated: input and output each end at a guard page
+import pyarrow as pa
+codec = pa.Codec("snappy")
+for case in range(300):
+    n = int(rng.integers(1, 8 * PAGE))
+    data = [rng.integers(0, 256, n, dtype=np.uint8), np.zeros(n, np.uint8),
+            np.tile(rng.integers(0, 256, 3, dtype=np.uint8), n)[:n],
+            (np.arange(n, dtype=np.int64) * int(rng.integers(1, 999))).view(np.uint8)[:n]][case % 4]
+    block = codec.compress(np.ascontiguousarray(data), asbytes=True)
+    _, head = _snappy.decoded_length(np.frombuffer(block, np.uint8))
+    short = max(0, n - int(rng.integers(1, 40)))  # a preamble that claims less than the elements write
+    lie = bytes([(short & 0x7F) | 0x80, (short >> 7) & 0x7F | 0x80, short >> 14]) + block[head:]
+    for b in list(variants(block, 3)) + [lie]:
+        try:
+            said = _snappy.decoded_length(np.frombuffer(b, np.uint8))[0]
+        except ParquetFormatError:
+            said = n
+        for size in {n, said if 0 <= said <= ROOM else n, int(rng.integers(0, n + 1))}:
+            for want in (-1, int(rng.integers(0, size + 1))):  # all of it, and a prefix
+                survives(lambda: _snappy.decode(guarded(b), guarded_out(size), want))
+                runs += 1
 
 for b in variants(footer, 300):
     survives(lambda: _thrift.parse_file_metadata(guarded(b), len(raw) - 8 - flen))
