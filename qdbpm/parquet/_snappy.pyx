@@ -45,9 +45,10 @@ def decoded_length(const uint8_t[::1] src):
 @cython.boundscheck(False)
 @cython.wraparound(False)
 cdef int _decode(const uint8_t* src, Py_ssize_t ip, Py_ssize_t n, uint8_t* dst, Py_ssize_t cap,
-                 Py_ssize_t want, Py_ssize_t* out_op, Py_ssize_t* out_ip) noexcept nogil:
-    """Elements of src[ip:n] into dst[0:cap] until `want` bytes are out (or the input ends)."""
-    cdef Py_ssize_t op = 0, length, offset, i, extra, period
+                 Py_ssize_t want, Py_ssize_t op, Py_ssize_t* out_op, Py_ssize_t* out_ip) noexcept nogil:
+    """Elements of src[ip:n] into dst[op:cap] (dst[:op] decoded before) until `want` bytes are
+    out (or the input ends)."""
+    cdef Py_ssize_t length, offset, i, extra, period
     cdef uint32_t tag
     cdef int code = SN_OK
     while ip < n and op < want:
@@ -141,31 +142,47 @@ cdef int _decode(const uint8_t* src, Py_ssize_t ip, Py_ssize_t n, uint8_t* dst, 
     return code
 
 
+cdef class Block:
+    """One Snappy block decoded into `dst` (exactly its decoded length) as far as asked:
+    `fill(want)` decodes on from where the last call stopped until at least `want` bytes are
+    out (all of them at the latest), and returns how many are."""
+
+    cdef const uint8_t[::1] src
+    cdef uint8_t[::1] dst
+    cdef readonly Py_ssize_t ip, op
+
+    def __init__(self, const uint8_t[::1] src, uint8_t[::1] dst):
+        length, start = decoded_length(src)
+        if length != dst.shape[0]:
+            raise ParquetFormatError(f"snappy block decodes to {length} bytes, its page says {dst.shape[0]}")
+        self.src, self.dst, self.ip, self.op = src, dst, start, 0
+
+    def fill(self, Py_ssize_t want=-1):
+        cdef Py_ssize_t cap = self.dst.shape[0], n = self.src.shape[0], op = self.op, ip = self.ip
+        cdef int code
+        if want < 0 or want > cap:
+            want = cap
+        if op >= want:
+            return op
+        with nogil:
+            code = _decode(&self.src[0], ip, n, &self.dst[0], cap, want, op, &op, &ip)
+        self.op, self.ip = op, ip
+        if code != SN_OK:
+            what = {SN_TAG_SHORT: "an element's header is cut short",
+                    SN_LITERAL_OVER: "a literal runs past the input",
+                    SN_OUTPUT_OVER: "an element runs past the decoded length",
+                    SN_OFFSET_BAD: "a copy reaches before the output's start"}[code]
+            raise ParquetFormatError(f"snappy block: {what} (input byte {ip}, output byte {op})")
+        if op < want:
+            raise ParquetFormatError(f"snappy block ends after {op} of its {cap} decoded bytes")
+        if op == cap and ip != n:
+            raise ParquetFormatError(f"snappy block: {n - ip} bytes after its last element")
+        return op
+
+
 def decode(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t want=-1):
     """Decode the Snappy block `src` into `dst` (exactly its decoded length), stopping once at
     least `want` bytes are out (-1: all of them); how many bytes were written. Raises
     ParquetFormatError for a malformed block, a length other than len(dst), or an input that ends
     before the output does."""
-    cdef int64_t length
-    cdef Py_ssize_t start, op = 0, ip = 0, n = src.shape[0], cap = dst.shape[0]
-    cdef int code
-    length, start = decoded_length(src)
-    if length != cap:
-        raise ParquetFormatError(f"snappy block decodes to {length} bytes, its page says {cap}")
-    if want < 0 or want > cap:
-        want = cap
-    if want == 0:
-        return 0
-    with nogil:
-        code = _decode(&src[0], start, n, &dst[0], cap, want, &op, &ip)
-    if code != SN_OK:
-        what = {SN_TAG_SHORT: "an element's header is cut short",
-                SN_LITERAL_OVER: "a literal runs past the input",
-                SN_OUTPUT_OVER: "an element runs past the decoded length",
-                SN_OFFSET_BAD: "a copy reaches before the output's start"}[code]
-        raise ParquetFormatError(f"snappy block: {what} (input byte {ip}, output byte {op})")
-    if op < want:
-        raise ParquetFormatError(f"snappy block ends after {op} of its {cap} decoded bytes")
-    if op == cap and ip != n:
-        raise ParquetFormatError(f"snappy block: {n - ip} bytes after its last element")
-    return op
+    return Block(src, dst).fill(want)

@@ -92,28 +92,69 @@ def _decompress(codec, payload, size):
 
 class _Page:
     """One data page, decompressed: `n` rows, `levels` (int32 per row, or None: no nulls possible),
-    the values' encoding and their bytes buf[pos:end]."""
+    the values' encoding and their bytes buf[pos:end]. `lazy`: a Snappy page whose values are
+    decoded only as far as a read asks (`_avail`), None once they all are or when they were at once."""
 
-    __slots__ = ("n", "levels", "encoding", "buf", "pos", "end")
+    __slots__ = ("n", "levels", "encoding", "buf", "pos", "end", "lazy")
 
 
-def _data_page(h, body, codec, max_def):
+def _buffer(codec, payload, size, lazy):
+    """(the payload decompressed, None) or, with `lazy` and Snappy, (its buffer, the Block that
+    fills it as asked)."""
+    if lazy and codec == L.CODEC_SNAPPY:
+        buf = buffers.empty(size, np.uint8)
+        return buf, _snappy.Block(payload, buf)
+    return _decompress(codec, payload, size), None
+
+
+def _avail(pg, want):
+    """How many bytes of the page's buffer are decoded, made at least `want` (-1 / past its end:
+    all of them)."""
+    if pg.lazy is None:
+        return pg.end
+    got = pg.lazy.fill(want)
+    if got >= pg.end:
+        pg.lazy = None
+    return got
+
+
+def _prefix(pg, share, fn):
+    """fn(end) over the page's values decoded up to byte `end`: where the page is lazy, first over
+    about `share` (0..1) of them (the share of its values a read takes, from the first one), then,
+    where fn finds that cut short (a run or length past `end`), over the whole page."""
+    if pg.lazy is None:
+        return fn(pg.end)
+    end = _avail(pg, pg.pos + int((pg.end - pg.pos) * min(1.0, share * 1.125)) + 256)
+    if pg.lazy is not None:
+        try:
+            return fn(end)
+        except ParquetFormatError:
+            pass
+    return fn(_avail(pg, -1))
+
+
+def _data_page(h, body, codec, max_def, need=None):
+    """The page, decompressed whole or, where only its first `need` rows are read (None: all),
+    lazily (`_Page.lazy`)."""
     (_, ptype, usize, csize, n, enc, def_enc, num_nulls, _rows, def_len, rep_len, compressed) = h
     pg = _Page()
     pg.n, pg.encoding, pg.levels = n, enc, None
     if n < 0:
         raise ParquetFormatError(f"data page of {n} values")
+    lazy = need is not None and need < n
     if ptype == PAGE_DATA:
-        buf = _decompress(codec, body, usize)
+        buf, pg.lazy = _buffer(codec, body, usize, lazy)
         pos = 0
         if max_def:
             if def_enc != ENCODING_RLE:
                 raise Unsupported(f"definition levels encoded {def_enc}")
-            if len(buf) < 4:
+            if len(buf) < 4 or pg.lazy is not None and pg.lazy.fill(4) < 4:
                 raise ParquetFormatError("data page ends inside its definition levels' length")
             ln = int(np.frombuffer(buf[:4].tobytes(), "<u4")[0])
             if ln > len(buf) - 4:
                 raise ParquetFormatError(f"definition levels of {ln} bytes in a page of {len(buf)}")
+            if pg.lazy is not None:
+                pg.lazy.fill(4 + ln)  # every row's level: the rows' value positions follow from them
             pg.levels = buffers.empty(n, np.int32)
             _pages.rle_hybrid(buf, 4, 4 + ln, 1, n, pg.levels, 2)
             pos = 4 + ln
@@ -128,15 +169,16 @@ def _data_page(h, body, codec, max_def):
         pg.levels = buffers.empty(n, np.int32)
         _pages.rle_hybrid(body, 0, def_len, 1, n, pg.levels, 2)
     values = body[def_len:]
-    buf = _decompress(codec, values, usize - def_len) if compressed else values
+    buf, pg.lazy = _buffer(codec, values, usize - def_len, lazy) if compressed else (values, None)
     if not compressed and len(values) != usize - def_len:
         raise ParquetFormatError("data page v2 size does not match its header")
     pg.buf, pg.pos, pg.end = buf, 0, len(buf)
     return pg
 
 
-def _split_pages(blob, codec, max_def, num_values):
-    """(dictionary page bytes and value count, or None; [_Page]) of a chunk's bytes."""
+def _split_pages(blob, codec, max_def, num_values, upto=None):
+    """(dictionary page bytes and value count, or None; [_Page]) of a chunk's bytes; pages past
+    row `upto` (None: none are) only as far as a read asks (`_data_page`)."""
     buf = np.frombuffer(blob, np.uint8)
     pos, total, dictionary, pages = 0, 0, None, []
     while pos < len(buf) and total < num_values:
@@ -155,7 +197,7 @@ def _split_pages(blob, codec, max_def, num_values):
             if h[4] > num_values - total:  # checked before its levels are allocated
                 raise ParquetFormatError(f"data page at byte {pos} holds {h[4]} values, its chunk "
                                          f"{num_values - total} more")
-            pg = _data_page(h, body, codec, max_def)
+            pg = _data_page(h, body, codec, max_def, None if upto is None else max(0, upto - total))
             pages.append(pg)
             total += pg.n
         elif ptype != PAGE_INDEX:
@@ -198,7 +240,8 @@ def read_chunk(blob, ptype, codec, max_def, num_values, rows=None):
 
 class Split:
     """A chunk cut into pages, each decompressed, its levels decoded: the costly half of a read,
-    which a late reader can run before it knows the rows it will keep."""
+    which a late reader can run before it knows the rows it will keep, or after, for the rows
+    up to the last one kept only (`split_chunk`'s upto)."""
 
     __slots__ = ("ptype", "dictionary", "pages")
 
@@ -206,13 +249,16 @@ class Split:
         self.ptype, self.dictionary, self.pages = ptype, dictionary, pages
 
 
-def split_chunk(blob, ptype, codec, max_def, num_values) -> Split:
-    """The first half of `read_chunk`: page headers read, pages decompressed, levels decoded."""
+def split_chunk(blob, ptype, codec, max_def, num_values, upto=None) -> Split:
+    """The first half of `read_chunk`: page headers read, pages decompressed, levels decoded.
+    `upto`: rows from it on are never read (`chunk_values` asks for earlier ones only), so Snappy
+    pages are decoded only as far as the values a read takes (a time range of sorted data needs
+    the share of each page up to its last row)."""
     if ptype not in SUPPORTED_TYPES:
         raise Unsupported(f"physical type {ptype}")
     if max_def > 1:
         raise Unsupported("nested column")
-    return Split(ptype, *_split_pages(blob, codec, max_def, num_values))
+    return Split(ptype, *_split_pages(blob, codec, max_def, num_values, upto))
 
 
 def _dictionary_values(split):
@@ -250,6 +296,7 @@ def lookup_and(split: Split, lut, null, out):
         r0 += pg.n
         valid = None if pg.levels is None else pg.levels == 1
         count = pg.n if valid is None else int(np.count_nonzero(valid))
+        _avail(pg, -1)  # every row is looked up
         if count and pg.pos >= pg.end:
             raise ParquetFormatError("dictionary-encoded page without its bit width")
         if count == pg.n:
@@ -294,11 +341,13 @@ def _page_values(pg, local, ptype, dvals):
             size = len(dvals[1]) if ptype == L.PT_BYTE_ARRAY else len(dvals)
             if picks is None:
                 idx = buffers.empty(count, np.int32)
-                _pages.rle_hybrid(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, idx, size)
+                end = _avail(pg, -1)
+                _pages.rle_hybrid(pg.buf, pg.pos + 1, end, int(pg.buf[pg.pos]), count, idx, size)
             else:  # only the picked values' indexes are read
                 at = np.ascontiguousarray(picks if nulls is None else picks[~nulls], np.int64)
                 idx = buffers.empty(len(at), np.int32)
-                _pages.rle_pick(pg.buf, pg.pos + 1, pg.end, int(pg.buf[pg.pos]), count, at, idx, size)
+                _prefix(pg, (int(at[-1]) + 1) / count if len(at) else 0.0, lambda end: _pages.rle_pick(
+                    pg.buf, pg.pos + 1, end, int(pg.buf[pg.pos]), count, at, idx, size))
         if picks is None or nulls is None:
             picks = idx
         else:
@@ -317,11 +366,14 @@ def _page_values(pg, local, ptype, dvals):
         raise Unsupported(f"value encoding {pg.encoding}")
     if ptype == L.PT_BYTE_ARRAY:
         # each value's length leads it: the values past the last one picked are not indexed
-        starts, lens, _ = _byte_index(pg.buf, pg.pos, pg.end, _span(picks, nulls, count))
+        span = _span(picks, nulls, count)
+        starts, lens, _ = _prefix(pg, span / count if count else 0.0,
+                                  lambda end: _byte_index(pg.buf, pg.pos, end, span))
         return _take(pg.buf, starts, lens, picks, nulls)
     dt = FIXED_DTYPES[ptype]
     if count * dt.itemsize > pg.end - pg.pos:
         raise ParquetFormatError(f"PLAIN page of {pg.end - pg.pos} value bytes cannot hold {count} values")
+    _avail(pg, pg.pos + _span(picks, nulls, count) * dt.itemsize)  # the values up to the last one picked
     vals = pg.buf[pg.pos:pg.pos + count * dt.itemsize].view(dt)
     if picks is None:
         return Fixed(vals, None)

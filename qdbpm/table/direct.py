@@ -38,6 +38,11 @@ _CT_TS_UNITS = {PQ.CT_TIMESTAMP_MILLIS: "ms", PQ.CT_TIMESTAMP_MICROS: "us"}
 _VIEW, _DECIMAL, _BINARY, _UNSCALED = "view", "decimal", "binary", "unscaled"  # _UNSCALED: a decimal's int64s
 LANES = pool.LANES  # columns decoded concurrently (this thread + the pool)
 PARALLEL_BYTES = 256 * 1024  # below this many compressed bytes a unit decodes in this thread alone
+# A filter pass reading at most this share of the other columns' bytes runs before they are
+# decompressed, so they are decompressed only up to their last kept row (`_splits`' picks): a
+# time range ending inside a row group of sorted data. The pool's threads idle meanwhile: with
+# rows kept all over the unit, at most about this share / 2 of its time is lost.
+CHEAP_FILTER = 1 / 4
 
 
 def _logical(el):
@@ -168,17 +173,20 @@ def _narrow(offsets):
     return out
 
 
-def _splits(pm, rgs, c, blobs, all_null):
-    """Per row group, the chunk of column c split (`pages.split_chunk`), or None when all null."""
+def _splits(pm, rgs, c, blobs, all_null, picks=None):
+    """Per row group, the chunk of column c split (`pages.split_chunk`), or None when all null;
+    with `picks` (per row group, the rows a read keeps), only up to the last row kept."""
     ptype = int(pm.columns[c]["physical_type"])
     max_def = int(pm.columns[c]["max_def_level"])
     out = []
-    for r in rgs:
+    for i, r in enumerate(rgs):
         if (r, c) in all_null:
             out.append(None)
             continue
         ch = pm.chunks[r, c]
-        out.append(pages.split_chunk(blobs[(r, c)], ptype, int(ch["codec"]), max_def, int(ch["num_values"])))
+        kept = None if picks is None else picks[i]
+        upto = None if kept is None else int(kept[-1]) + 1 if len(kept) else 0
+        out.append(pages.split_chunk(blobs[(r, c)], ptype, int(ch["codec"]), max_def, int(ch["num_values"]), upto))
     return out
 
 
@@ -389,11 +397,19 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     sizes = _sizes(rgs, later, blobs)
     # presplit: the pool decompresses the next units meanwhile; this thread gathers every column
     helpers = 0 if ready is not None or sum(sizes) < PARALLEL_BYTES else LANES - 1
+    # a cheap filter first: then each column decompresses only up to its last kept row
+    after = ready is None and sum(_sizes(rgs, [cols[i] for i in first], blobs)) <= CHEAP_FILTER * sum(sizes)
     ready = ready or {}
     named, box = threading.Event(), {}
 
-    def column(j):  # split, then gather once the filter has named the rows
-        sp = ready[later[j]].result(idle) if later[j] in ready else _splits(pm, rgs, later[j], blobs, all_null)
+    def column(j):  # split (before or after the filter names the rows), then gather
+        if later[j] in ready:
+            sp = ready[later[j]].result(idle)
+        elif after:
+            named.wait()
+            sp = None if box.get("picks") is None else _splits(pm, rgs, later[j], blobs, all_null, box["picks"])
+        else:
+            sp = _splits(pm, rgs, later[j], blobs, all_null)
         named.wait()
         picks = box.get("picks")
         if picks is None:  # the filter pass failed: its error is the one raised

@@ -212,3 +212,18 @@ def test_mutated_blocks_fail_exactly_where_the_reference_fails():
         assert got == want, case
         refused += want is None
     assert 100 < refused < 600  # both outcomes were exercised
+
+
+def test_block_fills_on_from_where_it_stopped():
+    rng = np.random.default_rng(14)
+    for data in shapes(rng, 50_000):
+        data = np.ascontiguousarray(data).tobytes()
+        src = np.frombuffer(CODEC.compress(data, asbytes=True), np.uint8)
+        dst = np.empty(len(data), np.uint8)
+        block, op = _snappy.Block(src, dst), 0
+        for want in sorted(int(w) for w in rng.integers(0, len(data), 6)) + [len(data) + 5, -1]:
+            got = block.fill(want)
+            assert got >= min(max(want, op), len(data)) and got == block.op
+            assert dst[:got].tobytes() == data[:got]  # the earlier prefix is intact, the new one right
+            op = got
+        assert op == len(data)
