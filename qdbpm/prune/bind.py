@@ -51,9 +51,9 @@ def bind(expr: E.Expr, schema) -> object:
     cache = getattr(schema, "bound", None)
     key = None
     if cache is not None:
-        sig = _literal_types(expr, [])
+        sig = literal_signature(expr)
         if sig is not None:
-            key = (expr, tuple(sig))
+            key = (expr, sig)
             try:
                 hit = cache.get(key)
             except TypeError:  # an unhashable literal
@@ -75,6 +75,14 @@ _IMMUTABLE_LITERALS = frozenset((type(None), bool, int, float, str, bytes, Fract
                                  _dt.date, uuid.UUID))
 _NODES = {E.Literal: ("value",), E.Cmp: ("value",), E.NotCmp: ("value",), E.Between: ("lo", "hi"),
           E.NotBetween: ("lo", "hi"), E.In: None, E.NotIn: None, E.IsNull: (), E.IsNotNull: ()}
+
+
+def literal_signature(e):
+    """What a cache keyed by expression `e` must add to its key: the exact type of each literal
+    (1, 1.0 and True are equal values that bind differently) and each node's `exact`, as a
+    tuple; None when some literal is not known to be immutable (then nothing is cached)."""
+    sig = _literal_types(e, [])
+    return None if sig is None else tuple(sig)
 
 
 def _literal_types(e, sig):

@@ -27,6 +27,7 @@ from ..errors import PmError, PredicateError, StorageError
 from ..meta import ParquetMeta, open as open_pm
 from ..prune.bind import bind
 from ..prune.arrow import to_arrow
+from ..prune.compiled import compiled
 from ..prune.filters import as_predicate
 from ..prune.rules import classify, evaluate
 from ..prune.stats import Schema
@@ -145,7 +146,11 @@ class Table:
         return path
 
     def arrow_filter(self, predicate, schema):
-        """to_arrow(predicate, schema), kept for the table's life (bounded); predicate hashable."""
+        """to_arrow(predicate, schema), kept for the process (`qdbpm.prune.compiled`), or where its
+        literals cannot key that, for the table's life (bounded); predicate hashable."""
+        expr = compiled(predicate, schema)
+        if expr is not None:
+            return expr
         key = (predicate, schema)
         expr = self._filters.get(key)
         if expr is None:
