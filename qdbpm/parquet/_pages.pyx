@@ -295,8 +295,8 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
     as `rle_hybrid` checks it, each value against `limit` (the dictionary's size, at most
     len(lut)). Returns the end of the last run read."""
     cdef Runs r
-    cdef Py_ssize_t k, at
-    cdef uint64_t v, bits
+    cdef Py_ssize_t k, at, j
+    cdef uint64_t v, bits, w, acc, word
     cdef int code
     if limit > lut.shape[0] or limit < 0:
         raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
@@ -312,7 +312,26 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
                         out[r.n + k] = 0
                 r.n += r.take
                 continue
-            for k in range(r.take):
+            k = 0
+            if r.bit_width <= 8:
+                # a group of 8 values is bit_width bytes: one load, the 8 answers gathered into
+                # one word, one read-modify-write of the 8 output bytes
+                while k + 8 <= r.take:
+                    at = r.pos + ((k >> 3) * r.bit_width)
+                    if r.end - at < 8:
+                        break
+                    w = load8(r.p + at)
+                    acc = 0
+                    for j in range(8):
+                        v = (w >> (j * r.bit_width)) & r.mask
+                        if v >= <uint64_t>limit:  # checked before the lookup: lut holds `limit` entries
+                            value_error(&r, v, limit)
+                        acc |= (<uint64_t>lut[v]) << (8 * j)
+                    memcpy(&word, &out[r.n + k], 8)
+                    word &= acc
+                    memcpy(&out[r.n + k], &word, 8)
+                    k += 8
+            while k < r.take:
                 bits = <uint64_t>k * r.bit_width
                 at = r.pos + <Py_ssize_t>(bits >> 3)
                 if r.end - at >= 8:
@@ -322,5 +341,6 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
                 if v >= <uint64_t>limit:  # checked before the lookup: lut holds `limit` entries
                     value_error(&r, v, limit)
                 out[r.n + k] &= lut[v]
+                k += 1
             end_packed(&r)
     return r.pos
