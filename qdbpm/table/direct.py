@@ -402,18 +402,15 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     ready = ready or {}
     named, box = threading.Event(), {}
 
-    def column(j):  # split (before or after the filter names the rows), then gather
-        if later[j] in ready:
-            sp = ready[later[j]].result(idle)
-        elif after:
-            named.wait()
-            sp = None if box.get("picks") is None else _splits(pm, rgs, later[j], blobs, all_null, box["picks"])
-        else:
-            sp = _splits(pm, rgs, later[j], blobs, all_null)
+    def column(j):  # split (before the filter names the rows, or `after` them), then gather
+        sp = ready[later[j]].result(idle) if later[j] in ready else \
+            None if after else _splits(pm, rgs, later[j], blobs, all_null)
         named.wait()
         picks = box.get("picks")
         if picks is None:  # the filter pass failed: its error is the one raised
             return None
+        if sp is None:  # only up to each row group's last kept row
+            sp = _splits(pm, rgs, later[j], blobs, all_null, picks)
         return _column(pm, rgs, later[j], fields[rest[j]], ks[rest[j]], sp, picks)
 
     # the pool's threads start on the largest columns now, during the filter pass
