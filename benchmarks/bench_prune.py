@@ -8,7 +8,7 @@ the object in the state the benchmark names: stats decoded ("cached") or not ("f
 
 import qdbpm
 from qdbpm.prune import stats as S
-from qdbpm.prune.expr import parse
+from qdbpm.prune.sql import parse
 
 from . import datasets as D
 

@@ -133,7 +133,7 @@ def scenario_prune(rep, label, parquet, pm_path, rounds, target, goals=False):
     import pyarrow.parquet as pq
 
     import qdbpm
-    from qdbpm.prune.expr import parse
+    from qdbpm.prune.sql import parse
 
     md_r = qdbpm.open(pm_path)
     R, C = md_r.row_group_count, md_r.column_count

@@ -23,7 +23,7 @@ import pyarrow.dataset as ds
 
 from benchmarks import datasets as D
 from benchmarks.harness import Contender, duckdb_connection, run_rounds
-from qdbpm.prune.expr import parse
+from qdbpm.prune.sql import parse
 from qdbpm.table.table import open_table
 
 ROW_GROUPS = 10  # per partition, as table_dir builds them

@@ -29,7 +29,7 @@ _HOMES = {
     "open": "meta",
     "Expr": "prune.expr",
     "col": "prune.expr",
-    "parse": "prune.expr",
+    "parse": "prune.sql",
     "as_predicate": "prune.filters",
     "from_arrow": "prune.filters",
     "from_filters": "prune.filters",

@@ -79,7 +79,7 @@ def build_trades(root, days=30, rows_per_day=48_000, row_group=4_000, seed=0):
 def run_demo(args) -> int:
     import pyarrow.dataset as pads
 
-    from ..prune.expr import parse
+    from ..prune.sql import parse
     from ..prune.arrow import to_arrow
     from ..sync.generate import generate
     from ..table.read import read_table

@@ -290,21 +290,6 @@ def nnf(e: Expr, negate: bool = False) -> Expr:
     raise TypeError(f"not a predicate: {e!r}")
 
 
-# --- SQL WHERE text: prune/sql.py ------------------------------------------------------------
-
-
-def parse(text: str) -> Expr:
-    """Parse a SQL WHERE clause (the grammar: prune/sql.py, docs/api.md). Simple clauses give
-    the nodes above (`a = 1` is a Cmp); anything else is a prune.residual node.
-
-    Identifiers follow SQL: an unquoted name matches a column case-insensitively when it matches
-    one (an exact-case match wins; several matches are an error), a "double-quoted" one exactly."""
-    # Imported here, not at the top: sql.py builds this module's nodes (a real import cycle).
-    from .sql import parse_sql
-
-    return parse_sql(text)
-
-
 def atoms(e) -> list:
     """The leaves of `e` (every node but And / Or / Not / Literal), in order, each node once."""
     out, seen = [], set()

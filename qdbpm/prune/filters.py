@@ -20,7 +20,8 @@ import sys
 
 import numpy as np
 
-from .expr import FLIP_OP, And, Cmp, Expr, In, IsNotNull, IsNull, Literal, Not, Or, parse
+from .expr import FLIP_OP, And, Cmp, Expr, In, IsNotNull, IsNull, Literal, Not, Or
+from .sql import parse
 from ..errors import PredicateError
 
 # --- DNF filter lists ------------------------------------------------------------------------

@@ -491,7 +491,10 @@ def _parse_ts(s):
     return dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
 
 
-def parse_sql(text: str) -> Expr:
+def parse(text: str) -> Expr:
+    """A SQL WHERE clause (the grammar above, docs/api.md) as a tree: expr's nodes where they fit
+    (`a = 1` is a Cmp), residual's otherwise. An unquoted name matches a column as SQL does
+    (case-insensitively, an exact-case match first, several an error), a "quoted" one exactly."""
     if not isinstance(text, str) or not text.strip():
         raise ParseError("empty WHERE clause")
     return _Parser(text).parse()
