@@ -97,6 +97,21 @@ class DuckDBTable(_TableQuery):
         self.con.execute(f"SELECT count(*) FROM {self.src} WHERE {self.sql}").fetchall()
 
 
+class PlanFullScan(_Bench):
+    """The byte-range plan of a scan with no filter over 1,000 partitions (80,000 chunks, one
+    coalesced range per partition), on an open table: the units' sizes and ranges
+    (table/_coalesce.pyx decides the coalescing)."""
+
+    def setup_cache(self):
+        D.table_dir()
+
+    def setup(self):
+        self.table = qdbpm.open_table(D.table_dir())
+
+    def time_byte_ranges(self):
+        self.table.scan(None, None).byte_ranges()
+
+
 class PruneKeys(_Bench):
     """A predicate on a hive key (`day = '...'`) over 1,000 `day=YYYY-MM-DD` partitions, after
     open: the keys decide before any `_pm` is opened (issue goal: under 1 ms). Each call asks for

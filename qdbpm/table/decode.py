@@ -119,13 +119,14 @@ _DECODED_WIDTH = {L.PT_BOOLEAN: 1, L.PT_INT32: 4, L.PT_INT64: 8, L.PT_INT96: 8, 
 _BYTE_ARRAY_EXPANSION = 4  # decoded data per compressed byte of a string chunk: a typical codec ratio
 
 
-def decoded_bytes(pm, rgs, cols) -> np.ndarray:
+def decoded_bytes(pm, rgs, cols, chunks=None) -> np.ndarray:
     """An estimate of the Arrow bytes each row group in `rgs` takes once columns `cols` are decoded
     (`_pm` keeps no uncompressed size): values x width plus a validity bit, strings by their
-    compressed size x a typical ratio. What the scan's memory budget charges for decoding."""
+    compressed size x a typical ratio. What the scan's memory budget charges for decoding.
+    `chunks`: pm.chunks at rgs x cols, when the caller holds them."""
     if not len(rgs) or not len(cols):
         return np.zeros(len(rgs), np.int64)
-    ch = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))]
+    ch = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))] if chunks is None else chunks
     meta = pm.columns[np.asarray(cols, np.int64)]
     ptype = meta["physical_type"].astype(np.int64)
     width = np.array([max(int(f), 16) if t == L.PT_FIXED_LEN_BYTE_ARRAY else _DECODED_WIDTH.get(int(t), 16)

@@ -23,6 +23,7 @@ from fsspec.implementations.local import LocalFileSystem
 from ..pm import layout as L
 from ..errors import CorruptFileError, StorageError
 from .. import buffers
+from . import _coalesce
 from ..parquet.constants import MAGIC
 from ..storage.objects import SNAPSHOT_MISMATCH, cat, storage_errors
 
@@ -81,6 +82,15 @@ def plan(pm, row_groups=None, columns=None, *, max_gap=DEFAULT_MAX_GAP, max_rang
         raise IndexError(f"row groups {rgs.tolist()} not in [0, {pm.row_group_count})")
     sub = pm.chunks[rgs[:, None], cols[None, :]] if rgs.size and cols.size else np.zeros((0, 0), L.CHUNK_DTYPE)
     nulls = all_null_mask(sub, pm.columns["max_def_level"][cols][None, :] if cols.size else 0)
+    return plan_records(pm, rgs, cols, sub, nulls, max_gap=max_gap, max_range=max_range, max_waste=max_waste,
+                        avoid=avoid)
+
+
+def plan_records(pm, rgs, cols, sub, nulls, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE,
+                 max_waste=DEFAULT_MAX_WASTE, avoid=()) -> Plan:
+    """`plan` of row groups `rgs` x columns `cols` (int64 arrays, valid indexes) from their chunk
+    records `sub` (pm.chunks at rgs x cols) and `all_null_mask(sub, ...)`: for a caller holding
+    them already (Scan plans every unit of a partition from one selection)."""
     starts = sub["byte_range_start"].astype(np.int64)
     lengths = sub["total_compressed"].astype(np.int64)
     limit = pm.parquet_footer_offset
@@ -92,16 +102,16 @@ def plan(pm, row_groups=None, columns=None, *, max_gap=DEFAULT_MAX_GAP, max_rang
                                f"[4, {limit}) of snapshot {pm.parquet_size}")
     all_null = [(int(rgs[i]), int(cols[j])) for i, j in zip(*np.nonzero(nulls))]
     take = np.nonzero(~nulls)
-    items = sorted(zip(starts[take].tolist(), lengths[take].tolist(),
-                       rgs[take[0]].tolist(), cols[take[1]].tolist()))
+    s, n, r, c = starts[take], lengths[take], rgs[take[0]], cols[take[1]]
+    order = np.lexsort((c, r, n, s))  # by start, then length, row group, column
     # All-null chunks are never fetched, not even as filler inside a coalesced range.
-    barriers = starts[nulls].tolist()
+    barriers = starts[nulls].ravel()
     if len(avoid) and rgs.size:
-        barriers += pm.chunks[rgs[:, None], np.asarray(avoid, np.int64)[None, :]]["byte_range_start"].ravel().tolist()
-    barriers = sorted(int(x) for x in barriers)
-    ranges = coalesce([(s, n, (r, c, s, n)) for s, n, r, c in items], max_gap=max_gap, max_range=max_range,
-                      max_waste=max_waste, barriers=barriers)
-    return Plan(ranges, all_null, int(lengths[take].sum()) if items else 0)
+        avoided = pm.chunks[rgs[:, None], np.asarray(avoid, np.int64)[None, :]]["byte_range_start"].ravel()
+        barriers = np.concatenate([barriers, avoided.astype(np.int64)])
+    s, n, r, c = (a[order].tolist() for a in (s, n, r, c))
+    ranges = _ranges(s, n, list(zip(r, c, s, n)), np.sort(barriers), max_gap, max_range, max_waste)
+    return Plan(ranges, all_null, sum(n))
 
 
 def coalesce(spans, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE, max_waste=DEFAULT_MAX_WASTE,
@@ -109,7 +119,28 @@ def coalesce(spans, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE, max
     """The one coalescing rule. spans: [(start, length, item)] sorted by start -> [Range] whose
     `chunks` are the items. A span joins the previous range when the hole between them is at most
     `max_gap` bytes, the merged range stays within `max_range` bytes, its bytes fetched for nothing
-    stay within `max_waste` of the requested ones, and no barrier offset (sorted) lies in the hole."""
+    stay within `max_waste` of the requested ones, and no barrier offset (sorted) lies in the hole.
+    Decided by the kernel table/_coalesce.runs; `coalesce_reference` is the rule in Python."""
+    starts, lengths = [sp[0] for sp in spans], [sp[1] for sp in spans]
+    return _ranges(starts, lengths, [sp[2] for sp in spans], np.asarray(barriers, np.int64), max_gap, max_range,
+                   max_waste)
+
+
+def _ranges(starts, lengths, items, barriers, max_gap, max_range, max_waste) -> list:
+    """coalesce over lists of starts, lengths and items (sorted by start), barriers an int64 array."""
+    if not starts:
+        return []
+    first, at, length, useful = (a.tolist() for a in _coalesce.runs(
+        np.asarray(starts, np.int64), np.asarray(lengths, np.int64), np.ascontiguousarray(barriers, np.int64),
+        float(max_gap), float(max_range), float(max_waste)))
+    ends = first[1:] + [len(starts)]
+    return [Range(a, n, items[i:j], u) for a, n, u, i, j in zip(at, length, useful, first, ends)]
+
+
+def coalesce_reference(spans, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE, max_waste=DEFAULT_MAX_WASTE,
+                       barriers=()) -> list:
+    """`coalesce` in Python, one span at a time: the slow, obviously correct rule its kernel is
+    tested against (tests/table/test_coalesce.py)."""
     ranges = []
     cur = None
     for s, n, item in spans:

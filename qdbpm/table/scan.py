@@ -32,7 +32,7 @@ from .decode import (
     decode_chunks, decode_partition, decoded_bytes, filter_rows, filterable, late_columns, strict_views,
 )
 from .pipeline import DEFAULT_WORKERS, Unit, chunks_of, stream
-from .ranges import DEFAULT_MAX_GAP, all_null_mask, plan
+from .ranges import DEFAULT_MAX_GAP, all_null_mask, plan, plan_records
 
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes fetched or decoded and not yet yielded, per stream
 MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's fetched + decoded bytes (also at most budget / 4)
@@ -314,20 +314,20 @@ class Scan:
         if not idx.size:
             return []
         cap = max(1, min(self.memory_budget // 4, MAX_UNIT_BYTES))
-        sub = p.pm.chunks[np.ix_(p.rgs[idx], cols)] if cols else None
-        fetched = np.zeros(idx.size, np.int64) if sub is None else \
-            np.where(all_null_mask(sub, p.pm.columns["max_def_level"][cols][None, :]), 0,
-                     sub["total_compressed"].astype(np.int64)).sum(axis=1)
-        decoded = decoded_bytes(p.pm, p.rgs[idx], cols)
-        est = fetched + decoded
+        picked, at = p.rgs[idx], np.asarray(cols, np.int64)
+        # one selection of the chunk records serves the unit sizes and every unit's plan
+        sub = p.pm.chunks[np.ix_(picked, at)] if cols else None
+        nulls = None if sub is None else all_null_mask(sub, p.pm.columns["max_def_level"][at][None, :])
+        decoded = decoded_bytes(p.pm, picked, cols, sub)
+        est = decoded if sub is None else decoded + np.where(nulls, 0, sub["total_compressed"].astype(np.int64)).sum(1)
         avoid = p.extra if full else []
         out, start, acc = [], 0, 0
         for i in range(idx.size + 1):
             if i == idx.size or (i > start and (idx[i] != idx[i - 1] + 1 or acc + int(est[i]) > cap)):
-                rgs = [int(r) for r in p.rgs[idx[start:i]]]
-                out.append(Unit(p.name, p.pm, p.path, rgs, list(cols), full,
-                                plan(p.pm, rgs, cols, max_gap=self.max_gap, avoid=avoid),
-                                int(decoded[start:i].sum())))
+                run, got = picked[start:i], slice(start, i)
+                out.append(Unit(p.name, p.pm, p.path, run.tolist(), list(cols), full, plan_records(
+                    p.pm, run, at, sub[got], nulls[got], max_gap=self.max_gap, avoid=avoid) if cols else
+                    plan(p.pm, run, cols, max_gap=self.max_gap), int(decoded[got].sum())))
                 start, acc = i, 0
             if i < idx.size:
                 acc += int(est[i])
