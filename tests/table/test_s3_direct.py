@@ -47,6 +47,26 @@ def test_from_fsspec_takes_only_what_it_reproduces(s3_server):
     assert S3Direct.from_fsspec(None) is None
 
 
+def test_other_filesystems_never_import_s3fs(tmp_path):
+    # Telling an s3fs filesystem apart must not import s3fs (~0.3 s: aiobotocore, aiohttp) for a
+    # table on another fsspec filesystem; a child process, as this session has s3fs loaded.
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    os.makedirs(tmp_path / "p=1")
+    pq.write_table(pa.table({"x": [1, 2, 3]}), tmp_path / "p=1" / "data.parquet")
+    qdbpm.generate(str(tmp_path / "p=1" / "data.parquet"))
+    code = ("import sys, fsspec, qdbpm\n"
+            f"t = qdbpm.read_table({str(tmp_path)!r}, where='x > 1', filesystem=fsspec.filesystem('file'))\n"
+            "assert t.column('x').to_pylist() == [2, 3], t\n"
+            "print('s3fs' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out
+
+
 def test_same_bytes_and_keys_as_s3fs(s3_server, s3_bucket, objects):
     fs, data = objects
     direct = S3Direct.from_fsspec(s3_server.filesystem())
