@@ -23,6 +23,9 @@ class Decider:
 
     def __init__(self, decide):
         self.decide, self.memo = decide, {}  # key -> (sorted value bits, answer per value, answer of null)
+        # columns whose values outgrew MEMO_VALUES: neither looked up nor kept again (a price
+        # column's thousands of distinct values made every unit sort them all for nothing)
+        self.refused = set()
 
     @staticmethod
     def key(field, kind, got):
@@ -58,12 +61,16 @@ class Decider:
 
     def remember(self, key, values, lut):
         """Keep the answers `lut` (per value of `values`, then the null's)."""
+        if key in self.refused:
+            return
         bits, answers = (np.zeros(0, np.int64), lut[:0]) if values is None else (self._bits(values), lut[:-1])
         hit = self.memo.get(key)
         if hit is not None:
             bits, answers = np.concatenate([hit[0], bits]), np.concatenate([hit[1], answers])
         known, first = np.unique(bits, return_index=True)
         if len(known) > self.MEMO_VALUES:
+            self.refused.add(key)
+            self.memo.pop(key, None)
             return
         if len(self.memo) >= self.MEMO_COLUMNS and key not in self.memo:
             self.memo.clear()
