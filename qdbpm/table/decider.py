@@ -27,17 +27,20 @@ class Decider:
         # column's thousands of distinct values made every unit sort them all for nothing)
         self.refused = set()
 
-    @staticmethod
-    def key(field, kind, got):
+    def key(self, field, kind, got):
         """(memo key, the column's dictionary values concatenated) for fixed-width dictionaries
-        `got` (per row group; None: all null), or (None, None) for byte arrays."""
+        `got` (per row group; None: all null), or (None, None) for byte arrays and for a column
+        the memo refused (its values are not concatenated for nothing)."""
         if any(not isinstance(g, pages.Fixed) for g in got if g is not None):
             return None, None
         values = [g.values for g in got if g is not None]
         dt = values[0].dtype if values else None
         if values and any(v.dtype != dt for v in values):
             return None, None
-        return (field, kind, None if dt is None else dt.str), (np.concatenate(values) if values else None)
+        key = (field, kind, None if dt is None else dt.str)
+        if key in self.refused:
+            return None, None
+        return key, (np.concatenate(values) if values else None)
 
     @staticmethod
     def _bits(values):

@@ -215,6 +215,26 @@ def test_decider_memo_matches_values_by_bits():
     assert d.key(pa.field("s", pa.string()), "binary", [pages.Binary(np.zeros(1, np.int64), np.zeros(0, np.uint8), None)]) == (None, None)
 
 
+def test_decider_refuses_a_column_whose_values_outgrow_the_memo():
+    """Past MEMO_VALUES distinct values a column is refused for good: its dictionaries are
+    neither concatenated, looked up nor sorted into the memo again; a small column still is."""
+    d = Decider(lambda t: {})
+    big, small = pa.field("p", pa.float64()), pa.field("q", pa.int64())
+    n = Decider.MEMO_VALUES
+    first = [pages.Fixed(np.arange(n, dtype=np.float64), None)]
+    key, values = d.key(big, "view", first)
+    d.remember(key, values, np.zeros(n + 1, np.uint8))
+    assert d.lookup(key, values[:3]).tolist() == [0, 0, 0, 0]  # n values: still kept
+    more = [pages.Fixed(np.arange(n, n + 2, dtype=np.float64), None)]
+    key2, values2 = d.key(big, "view", more)
+    d.remember(key2, values2, np.zeros(3, np.uint8))  # the union is over MEMO_VALUES: refused
+    assert key in d.refused and key not in d.memo
+    assert d.key(big, "view", first) == (None, None)
+    k, v = d.key(small, "view", [pages.Fixed(np.array([1, 2]), None)])
+    d.remember(k, v, np.array([1, 0, 0], np.uint8))
+    assert d.lookup(k, np.array([2, 1])).tolist() == [0, 1, 0]
+
+
 def test_a_column_read_for_the_filter_only_is_not_gathered(tmp_path, monkeypatch):
     """Columns the filter reads but the caller does not ask for are decided on and dropped:
     never gathered at the kept rows (TPC-H Q6's quantity)."""
