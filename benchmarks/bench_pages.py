@@ -1,5 +1,7 @@
 """asv: the Snappy page kernel (qdbpm/parquet/_snappy.pyx) side by side with Arrow's codec, whole
-pages and a prefix (a read that keeps rows up to a tenth of the page: `pages.split_chunk`'s upto).
+pages and a prefix (a read that keeps rows up to a tenth of the page: `pages.split_chunk`'s upto);
+and small ZSTD pages through `pages._decompress` (zstandard, a context per thread) against
+Arrow's codec, which makes a context per call.
 
 Pages of 1 MiB built in memory, three shapes: int64 prices as TPC-H's l_extendedprice holds them
 (short literals and copies), English-like text (l_comment), random bytes (one literal per 64 KiB).
@@ -8,7 +10,8 @@ Pages of 1 MiB built in memory, three shapes: int64 prices as TPC-H's l_extended
 import numpy as np
 import pyarrow as pa
 
-from qdbpm.parquet import _snappy
+from qdbpm.parquet import _snappy, pages
+from qdbpm.pm import layout as L
 
 SIZE = 1 << 20
 
@@ -40,3 +43,22 @@ class SnappyPage:
 
     def time_arrow_whole(self, shape):
         self.codec.decompress(self.block, decompressed_size=SIZE, asbytes=False)
+
+
+class ZstdSmallPage:
+    """One page of rounded prices (doubles, as a trades table holds them) at ZSTD level 9 (QuestDB's
+    default codec and level), 1,280 B and 16,000 B decoded."""
+
+    params = [1_280, 16_000]
+    param_names = ["bytes"]
+
+    def setup(self, n):
+        self.codec = pa.Codec("zstd", 9)
+        raw = np.round(np.random.default_rng(0).lognormal(4.5, 0.4, n // 8), 2).tobytes()
+        self.size, self.payload = len(raw), self.codec.compress(raw, asbytes=True)
+
+    def time_qdbpm(self, n):
+        pages._decompress(L.CODEC_ZSTD, self.payload, self.size)
+
+    def time_arrow(self, n):
+        self.codec.decompress(self.payload, decompressed_size=self.size, asbytes=False)
