@@ -352,7 +352,7 @@ def chunk_values(split: Split, rows=None):
         if local is not None and not local.size:
             continue
         pieces.append(_page_values(pg, local, ptype, dvals))
-    return _concat(pieces, ptype)
+    return concat(pieces, ptype)
 
 
 def _page_values(pg, local, ptype, dvals):
@@ -426,7 +426,8 @@ def _take(src, starts, lens, picks, nulls):
     return Binary(offsets, data, None if nulls is None else ~nulls)
 
 
-def _concat(pieces, ptype):
+def concat(pieces, ptype):
+    """`Fixed` / `Binary` pieces of one physical type (chunk_values' answers) as one."""
     if ptype == L.PT_BYTE_ARRAY:
         if not pieces:
             return Binary(np.zeros(1, np.int64), np.empty(0, np.uint8), None)

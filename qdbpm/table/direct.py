@@ -192,6 +192,12 @@ def _splits(pm, rgs, c, blobs, all_null, picks=None):
 
 def _column(pm, rgs, c, f, k, splits, picks):
     ptype = int(pm.columns[c]["physical_type"])
+    if picks[0] is not None and len(rgs) > 1 and None not in splits and all(p is not None for p in picks):
+        # a gather of kept rows over several row groups: their values joined, one array built
+        # (a broad filter keeps a few rows of each of many small row groups)
+        got = pages.concat([pages.chunk_values(s, p) for s, p in zip(splits, picks) if len(p)], ptype)
+        if not isinstance(got, pages.Binary) or got.offsets[-1] <= np.iinfo(np.int32).max:
+            return pa.chunked_array([_array(got, k, f.type, ptype)], f.type)
     chunks = []
     for i, r in enumerate(rgs):
         n = int(pm.num_rows[r]) if picks[i] is None else len(picks[i])

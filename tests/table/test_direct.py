@@ -22,6 +22,7 @@ from qdbpm.pm import layout as L
 from qdbpm.prune.arrow import to_arrow
 from qdbpm.prune.filters import where_text
 from qdbpm.table import direct, pool, scan
+from qdbpm.table.ranges import plan
 from qdbpm.table.read import read_table
 
 N = 3000
@@ -688,3 +689,36 @@ def test_counts_a_page_cannot_hold_are_refused_before_anything_is_allocated():
     assert pages.read_chunk(blob, 1, 0, 1, 100).values.tolist() == list(range(100))
     with pytest.raises(ParquetFormatError, match="holds 100 values, its chunk 60 more"):
         pages.read_chunk(blob, 1, 0, 1, 60)
+
+
+def test_a_gather_over_row_groups_builds_one_array_equal_to_each_row_groups(roots):
+    """Kept rows of several row groups (one of them keeping none) are joined and built once;
+    the values equal each row group's own build, for every column kind of every writer."""
+    for name, root in roots.items():
+        with qdbpm.open_table(root) as t:
+            pm = t.meta(t.partitions[0])
+            fields = t.column_schemas(t.partitions[0]).fields(pm, list(range(pm.column_count)))
+            rgs = list(range(pm.row_group_count))
+            assert len(rgs) >= 2, name
+            cols = list(range(pm.column_count))
+            ks = direct.kinds(pm, rgs, cols, t.column_schemas(t.partitions[0]), fields)
+            assert ks is not None, name
+            blobs = {}
+            for r in rgs:
+                for c in cols:
+                    ch = pm.chunks[r, c]
+                    with open(os.path.join(root, t.partitions[0], "data.parquet"), "rb") as f:
+                        f.seek(int(ch["byte_range_start"]))
+                        blobs[(r, c)] = f.read(int(ch["total_compressed"]))
+            rng = np.random.default_rng(3)
+            picks = [np.flatnonzero(rng.random(int(pm.num_rows[r])) < 0.1).astype(np.int64) for r in rgs]
+            picks[-1] = np.zeros(0, np.int64)
+            all_null = set(plan(pm, rgs, cols).all_null)
+            for c, f, k in zip(cols, fields, ks):
+                splits = direct._splits(pm, rgs, c, blobs, all_null)
+                got = direct._column(pm, rgs, c, f, k, splits, picks)
+                each = [direct._column(pm, [r], c, f, k, [s], [p]) for r, s, p in zip(rgs, splits, picks)]
+                want = pa.chunked_array([x for e in each for x in e.chunks], f.type)
+                if None not in splits:
+                    assert got.num_chunks == 1, (name, f.name)
+                assert same(pa.table({"x": got}), pa.table({"x": want})), (name, f.name)
