@@ -191,23 +191,41 @@ def _splits(pm, rgs, c, blobs, all_null, picks=None):
 
 
 def _column(pm, rgs, c, f, k, splits, picks):
+    """Column c of row groups `rgs` at `picks` (per row group, its kept rows; None: all) as a
+    chunked array of `f`'s type. The kept rows of consecutive row groups are joined into one
+    array (one build; a broad filter keeps a few rows of each of many small row groups) while
+    they number no more than the fewest rows among those row groups: a chunk, and so a batch of
+    Scan.to_reader, never holds more rows than a row group."""
     ptype = int(pm.columns[c]["physical_type"])
-    if picks[0] is not None and len(rgs) > 1 and None not in splits and all(p is not None for p in picks):
-        # a gather of kept rows over several row groups: their values joined, one array built
-        # (a broad filter keeps a few rows of each of many small row groups)
-        got = pages.concat([pages.chunk_values(s, p) for s, p in zip(splits, picks) if len(p)], ptype)
-        if not isinstance(got, pages.Binary) or got.offsets[-1] <= np.iinfo(np.int32).max:
-            return pa.chunked_array([_array(got, k, f.type, ptype)], f.type)
-    chunks = []
+    chunks, group, kept, cap = [], [], 0, 0
     for i, r in enumerate(rgs):
         n = int(pm.num_rows[r]) if picks[i] is None else len(picks[i])
         if splits[i] is None:
+            chunks += _joined(group, k, f.type, ptype)
+            group, kept = [], 0
             chunks.append(pa.nulls(n, f.type))
             continue
         if picks[i] is not None and not n:
             continue
-        chunks.append(_array(pages.chunk_values(splits[i], picks[i]), k, f.type, ptype))
+        cap = min(cap, int(pm.num_rows[r])) if group else int(pm.num_rows[r])
+        if group and kept + n > cap:
+            chunks += _joined(group, k, f.type, ptype)
+            group, kept, cap = [], 0, int(pm.num_rows[r])
+        group.append(pages.chunk_values(splits[i], picks[i]))
+        kept += n
+    chunks += _joined(group, k, f.type, ptype)
     return pa.chunked_array(chunks, f.type)
+
+
+def _joined(group, k, t, ptype) -> list:
+    """The arrays of `group` (chunk_values' answers): one, joined, unless its strings pass int32
+    offsets, then one per piece."""
+    if len(group) < 2:
+        return [_array(v, k, t, ptype) for v in group]
+    got = pages.concat(group, ptype)
+    if isinstance(got, pages.Binary) and got.offsets[-1] > np.iinfo(np.int32).max:
+        return [_array(v, k, t, ptype) for v in group]
+    return [_array(got, k, t, ptype)]
 
 
 def _picks(pm, rgs, rows):
