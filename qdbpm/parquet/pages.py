@@ -342,13 +342,12 @@ def chunk_values(split: Split, rows=None):
     """The second half of `read_chunk`: the values of `rows` (None: all) of a split chunk."""
     ptype, pages = split.ptype, split.pages
     dvals = _dictionary_values(split)
-    if rows is not None and len(pages) == 1 and (not len(rows) or rows[-1] < pages[0].n):
-        # one page holds every row asked for (what most chunks are): no search, no shift
-        return concat([_page_values(pages[0], rows, ptype, dvals)] if len(rows) else [], ptype)
     pieces, r0 = [], 0
     for pg in pages:
         local = None
-        if rows is not None:
+        if rows is not None and r0 == 0 and (not len(rows) or rows[-1] < pg.n):
+            local = rows  # the first page holds every row asked for (most chunks): no search, no shift
+        elif rows is not None:
             a, b = np.searchsorted(rows, [r0, r0 + pg.n])
             local = rows[a:b] - r0
         r0 += pg.n
