@@ -10,8 +10,8 @@ decodes ends as Arrow buffers anyway. `empty` is the one place that choice is ma
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
+pa = None  # pyarrow, imported on the first pooled array: reading a `_pm` alone needs none of it
 POOL_MIN = 64 * 1024  # bytes: smaller arrays come from numpy's allocator (its own cache serves them)
 
 
@@ -22,6 +22,9 @@ def empty(n, dtype) -> np.ndarray:
     nbytes = int(n) * dt.itemsize
     if nbytes < POOL_MIN:
         return np.empty(int(n), dt)
+    global pa
+    if pa is None:
+        import pyarrow as pa
     return np.frombuffer(pa.allocate_buffer(nbytes), dt)
 
 

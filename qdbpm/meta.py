@@ -22,7 +22,6 @@ from .prune.filters import as_predicate
 from .prune.rules import classify as classify_bound, evaluate
 from .prune.stats import KIND_ANYSIGN, KIND_INT, KIND_UINT, Schema, column_stats
 from .prune.timestamp import timestamp_find, timestamp_range
-from .storage.objects import cat
 
 __all__ = ["ParquetMeta", "open"]
 
@@ -160,5 +159,7 @@ def open(pm_path, *, parquet_size=None, verify=True, filesystem=None) -> Parquet
 
     With an fsspec `filesystem` the file is fetched in one request and read from memory."""
     if filesystem is not None:
+        from .storage.objects import cat  # the object-store stack (S3 client, http) only for remote files
+
         return ParquetMeta(pm_path, parquet_size=parquet_size, verify=verify, data=cat(filesystem, pm_path))
     return ParquetMeta(pm_path, parquet_size=parquet_size, verify=verify)

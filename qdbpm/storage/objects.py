@@ -10,10 +10,10 @@ unless the caller knows it exists.
 from __future__ import annotations
 
 import io
+import sys
 from contextlib import contextmanager
 
 from ..errors import StorageError, VanishedError
-from .s3 import S3Direct
 
 # Why a range that a `_pm` snapshot describes cannot be read, when the cause does not say.
 SNAPSHOT_MISMATCH = "the object is shorter than its _pm snapshot says, missing, or unreadable"
@@ -22,13 +22,21 @@ SNAPSHOT_MISMATCH = "the object is shorter than its _pm snapshot says, missing, 
 def reader_for(fs):
     """What reads of `fs` go through: S3Direct where it reproduces an s3fs filesystem's reads
     exactly (a fraction of s3fs's CPU per request), else `fs` itself."""
+    from .s3 import S3Direct  # the S3 client (http, ssl, xml) loads with the first remote reader
+
     return S3Direct.from_fsspec(fs) or fs
+
+
+def _direct(reader) -> bool:
+    """Whether `reader` is an S3Direct (only `reader_for` makes one, loading its module)."""
+    s3 = sys.modules.get(__package__ + ".s3")
+    return s3 is not None and isinstance(reader, s3.S3Direct)
 
 
 def close_reader(reader):
     """Release what `reader_for` made: S3Direct's idle connections and kept ETags. A filesystem
     is its owner's and stays as it is."""
-    if isinstance(reader, S3Direct):
+    if _direct(reader):
         reader.close()
 
 
@@ -58,7 +66,7 @@ def cat(fs, path, start=None, end=None, *, size=None, snapshot=False) -> bytes:
     what = f"{path}: cannot read{rng}" if rng else f"{path}: cannot fetch"
     with storage_errors(what, passing=() if snapshot else (FileNotFoundError,),
                         why=SNAPSHOT_MISMATCH if snapshot else ""):
-        if size is not None and isinstance(fs, S3Direct):
+        if size is not None and _direct(fs):
             return fs.cat_file(path, start=start, end=end, size=size)
         return fs.cat_file(path, start=start, end=end)
 

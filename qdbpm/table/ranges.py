@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
 from ..errors import CorruptFileError, StorageError
@@ -223,6 +222,8 @@ def fetch_range(fs, path, r, size=None) -> dict:
     """One Range in one request: {(row_group, column): bytes of the chunk} (views of one buffer).
     A response shorter than asked means the object is not what the `_pm` snapshot describes;
     `size`: the snapshot's Parquet size, checked where the filesystem tells it for free."""
+    from fsspec.implementations.local import LocalFileSystem  # loaded once reads begin (~50 ms)
+
     blob = _read_local(fs, path, r.start, r.end) if type(fs) is LocalFileSystem else \
         cat(fs, path, r.start, r.end, size=size, snapshot=True)
     if len(blob) != r.length:

@@ -26,7 +26,7 @@ from ..prune.bind import bind
 from ..prune.rules import classify
 from ..prune.rows import matching_rows, unscaled_ok, without_proven
 from ..prune.filters import as_predicate
-from . import direct, pool
+from . import arrays, direct, pool
 from .decider import decider_for
 from .decode import (
     decode_chunks, decode_partition, decoded_bytes, filter_rows, filterable, late_columns, strict_views,
@@ -135,12 +135,12 @@ class Scan:
         parts = [p for p in self._parts if len(p.rgs)]
         counts = [len(p.rgs) for p in parts]
         return pa.table({
-            "partition": pa.array([p.name for p, n in zip(parts, counts) for _ in range(n)], pa.string()),
-            "path": pa.array([p.path for p, n in zip(parts, counts) for _ in range(n)], pa.string()),
-            "row_group": pa.array(np.concatenate([p.rgs for p in parts] or [[]]).astype(np.int32), pa.int32()),
-            "num_rows": pa.array(np.concatenate([np.asarray(p.pm.num_rows, np.int64)[p.rgs] for p in parts]
-                                                or [[]]).astype(np.int64), pa.int64()),
-            "full": pa.array(np.concatenate([p.full for p in parts] or [[]]).astype(bool), pa.bool_()),
+            "partition": arrays.repeated([p.name for p in parts], counts),
+            "path": arrays.repeated([p.path for p in parts], counts),
+            "row_group": arrays.numbers(np.concatenate([p.rgs for p in parts] or [[]]), pa.int32()),
+            "num_rows": arrays.numbers(np.concatenate([np.asarray(p.pm.num_rows, np.int64)[p.rgs] for p in parts]
+                                                      or [[]]), pa.int64()),
+            "full": arrays.booleans(np.concatenate([p.full for p in parts] or [[]])),
         })
 
     def byte_ranges(self) -> pa.Table:
@@ -157,7 +157,8 @@ class Scan:
                         cols[k].append(v)
         types = {"path": pa.string(), "offset": pa.int64(), "length": pa.int64(), "partition": pa.string(),
                  "row_group": pa.int32(), "column": pa.string()}
-        return pa.table({k: pa.array(v, types[k]) for k, v in cols.items()})
+        return pa.table({k: arrays.strings(v) if types[k] == pa.string() else arrays.numbers(v, types[k])
+                         for k, v in cols.items()})
 
     # -- rows -----------------------------------------------------------------------------------
 

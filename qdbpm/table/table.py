@@ -15,10 +15,8 @@ from __future__ import annotations
 import json
 import os
 
-import fsspec
 import numpy as np
 import pyarrow as pa
-from fsspec.implementations.local import LocalFileSystem
 
 from ..pm import layout as L
 from ..pm.batch import MISSING, PmBatch
@@ -32,6 +30,7 @@ from ..prune.filters import as_predicate
 from ..prune.rules import classify, evaluate
 from ..prune.stats import Schema
 from ..storage.objects import close_reader, reader_for
+from . import arrays
 from .decode import footer_schemas
 from .group import Group, Members
 from .native import may_touch
@@ -125,6 +124,8 @@ class Table:
     def data_filesystem(self):
         """What Parquet bytes are read through, with fsspec's `cat_file`: `io` for a remote table,
         fsspec's local filesystem for a local one."""
+        import fsspec  # ~50 ms: loaded by the first read, not by open_table or prune
+
         return self.io if self.io is not None else fsspec.filesystem("file")
 
     def _dir(self, partition) -> str:
@@ -417,17 +418,15 @@ class Table:
             rgs.append(rg.astype(np.int32))
             rows.append(g.survivor_rows(idx, k, rg).astype(np.int64))
         if not pos:
-            return skipped_metadata(pa.table({
-                "partition": pa.array([], pa.string()), "row_group": pa.array([], pa.int32()),
-                "num_rows": pa.array([], pa.int64())}), self._skipped)
+            pos, rgs, rows = [np.zeros(0, np.int64)], [np.zeros(0, np.int32)], [np.zeros(0, np.int64)]
         pos, rgs, rows = np.concatenate(pos), np.concatenate(rgs), np.concatenate(rows)
         if len(pos) > 1 and np.any(np.diff(pos) < 0):  # several schema groups: back to partition order
             order = np.lexsort((rgs, pos))
             pos, rgs, rows = pos[order], rgs[order], rows[order]
         return skipped_metadata(pa.table({
-            "partition": pa.array([self.partitions[i] for i in pos.tolist()], pa.string()),
-            "row_group": pa.array(rgs, pa.int32()),
-            "num_rows": pa.array(rows, pa.int64()),
+            "partition": arrays.taken(arrays.strings(self.partitions), pos),
+            "row_group": arrays.numbers(rgs, pa.int32()),
+            "num_rows": arrays.numbers(rows, pa.int64()),
         }), self._skipped)
 
     def close(self):
@@ -487,8 +486,10 @@ def open_table(root, filesystem=None, *, storage_options=None, partitioning="hiv
     fsspec URL (`s3://bucket/table`) resolved with `storage_options` (a local path stays local:
     `_pm` files mapped, not fetched)."""
     if filesystem is None and (storage_options is not None or _is_url(root)):
+        import fsspec.implementations.local  # (and fsspec) with the first URL, not with every open
+
         filesystem, root = fsspec.url_to_fs(os.fspath(root), **(storage_options or {}))
-        if isinstance(filesystem, LocalFileSystem):
+        if isinstance(filesystem, fsspec.implementations.local.LocalFileSystem):
             filesystem = None
     elif filesystem is not None and storage_options is not None:
         raise PmError("pass storage_options= or a filesystem, not both: the filesystem is already configured")
