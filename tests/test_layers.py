@@ -12,7 +12,7 @@ PKG = Path(__file__).resolve().parent.parent / "qdbpm"
 # lower ones (storage reaches object stores for everyone above; pm is the format everything reads;
 # parquet maps footers into it; bloom's header reader is Parquet's; sync reuses table's byte ranges;
 # the CLI demo runs Spark; questdb, a QuestDB table directory's format, reads pm's type codes).
-LAYER = {"errors": 0, "buffers": 0.5, "storage": 1, "pm": 2, "questdb": 2.5, "parquet": 3, "bloom": 4, "prune": 5, "meta": 6,
+LAYER = {"errors": 0, "buffers": 0.5, "arrays": 0.5, "storage": 1, "pm": 2, "questdb": 2.5, "parquet": 3, "bloom": 4, "prune": 5, "meta": 6,
          "table": 7, "sync": 8, "spark": 9, "cli": 10, "__init__": 11}
 MAX_LINES = 500
 LONG_OK = {"parquet/_thrift.pyx"}  # the Thrift kernel: one flat parser, measured as a unit

@@ -20,6 +20,7 @@ from . import residual as R
 from .literals import ALWAYS, NEVER, Domain, bad_literal, int_bound, literal, not_boolean, out_of_range
 from .names import Names
 from .rows import unscaled_type
+from .. import arrays
 from ..errors import PredicateError
 from ..pm.qdb_types import KIND_BYTES, KIND_FLOAT, KIND_INT
 
@@ -95,24 +96,24 @@ def _int_cmp(ref, t, op, q, carrier=None):
     truth = out_of_range(op, c, *_int_range(t))
     if truth is not None:
         return _false_unless_null(ref, truth)
-    return _apply(ref, op, pa.scalar(c, carrier) if carrier is not None else _scalar(t, c))
+    return _apply(ref, op, arrays.scalar(c, carrier) if carrier is not None else _scalar(t, c))
 
 
 def _false_unless_null(ref, truth: bool):
     """TRUE (or FALSE) for every non-null value and null for nulls, like a real comparison."""
     valid = pc.is_valid(ref)
-    return pc.if_else(valid, pa.scalar(truth), pa.scalar(None, pa.bool_()))
+    return pc.if_else(valid, arrays.scalar(truth, pa.bool_()), arrays.scalar(None, pa.bool_()))
 
 
 def _scalar(t, k: int):
     """The value of integer k (in the column's units) as a scalar of type t."""
     if pa.types.is_decimal(t):
-        return pa.scalar(decimal.Decimal(k).scaleb(-t.scale, _EXACT), t)
+        return arrays.scalar(decimal.Decimal(k).scaleb(-t.scale, _EXACT), t)
     if pa.types.is_date32(t) or pa.types.is_time32(t):
-        return pa.scalar(k, pa.int32()).cast(t)
+        return arrays.scalar(k, pa.int32()).cast(t)
     if _is_temporal(t):
-        return pa.scalar(k, pa.int64()).cast(t)
-    return pa.scalar(k, t)
+        return arrays.scalar(k, pa.int64()).cast(t)
+    return arrays.scalar(k, t)
 
 
 def _leaf_cmp(name, op, value, schema, exact=True):
@@ -130,7 +131,7 @@ def _leaf_cmp(name, op, value, schema, exact=True):
         ref, t = ref.cast(t.value_type), t.value_type
     if pa.types.is_boolean(t):
         if isinstance(value, (bool, np.bool_)):
-            return _apply(ref, op, pa.scalar(bool(value)))
+            return _apply(ref, op, arrays.scalar(bool(value), pa.bool_()))
         # A number compares with FALSE / TRUE as 0 / 1 (as pruning does, and DuckDB).
         i8 = pa.int8()
         return _int_cmp(ref.cast(i8), i8, op, literal(_domain(name, t), value))
@@ -140,19 +141,19 @@ def _leaf_cmp(name, op, value, schema, exact=True):
         return _int_cmp(ref, t, op, literal(_domain(name, t), value))
     if pa.types.is_floating(t):
         q = literal(_domain(name, t), value)
-        return _apply(ref, op, pa.scalar(float(q), pa.float64()))
+        return _apply(ref, op, arrays.scalar(float(q), pa.float64()))
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         if isinstance(value, bytes):
             ref = ref.cast(pa.large_binary())
-            return _apply(ref, op, pa.scalar(value, pa.large_binary()))
+            return _apply(ref, op, arrays.scalar(value, pa.large_binary()))
         if not isinstance(value, str):
             raise bad_literal(Domain(name, str(t), KIND_BYTES), value)
-        return _apply(ref, op, pa.scalar(value, t))
+        return _apply(ref, op, arrays.scalar(value, t))
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) \
             or pa.types.is_binary_view(t):
         if pa.types.is_fixed_size_binary(t):
             ref = ref.cast(pa.binary())
-        return _apply(ref, op, pa.scalar(literal(Domain(name, str(t), KIND_BYTES), value), pa.binary()))
+        return _apply(ref, op, arrays.scalar(literal(Domain(name, str(t), KIND_BYTES), value), pa.binary()))
     raise PredicateError(f"column {name!r} of type {t} cannot be compared")
 
 
@@ -175,7 +176,7 @@ def to_arrow(e: E.Expr, schema: pa.Schema) -> pc.Expression:
     if isinstance(e, E.Not):
         return ~to_arrow(e.child, schema)
     if isinstance(e, E.Literal):
-        return pc.scalar(bool(e.value))
+        return pc.scalar(arrays.scalar(bool(e.value), pa.bool_()))
     if isinstance(e, R.Residual):
         for name in e.columns():
             if unscaled_type(name, schema, False) is not None:
@@ -201,7 +202,8 @@ def to_arrow(e: E.Expr, schema: pa.Schema) -> pc.Expression:
             out = term if out is None else (out | term)
         # IN never yields null (pyarrow MATCH): null rows match only when None is listed.
         ref = _field_ref(e.column, schema, e.exact)[0]
-        out = pc.scalar(False) if out is None else pc.if_else(pc.is_valid(ref), out, pa.scalar(False))
+        no = arrays.scalar(False, pa.bool_())
+        out = pc.scalar(no) if out is None else pc.if_else(pc.is_valid(ref), out, no)
         if len(vals) != len(e.values):
             out = out | pc.is_null(ref, nan_is_null=False)
         return out

@@ -57,11 +57,7 @@ def matching_rows(table: pa.Table, expr: pc.Expression) -> np.ndarray:
     """Row numbers (int64, ascending) of `table` where `expr` (a to_arrow expression) is TRUE: the
     rows `table.filter(expr)` keeps, found by one projection in this thread, without the filtered
     copy of every column the filter makes (a late reader takes the other columns' rows itself)."""
-    from pyarrow.acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
-
-    plan = Declaration.from_sequence([Declaration("table_source", TableSourceNodeOptions(table)),
-                                      Declaration("project", ProjectNodeOptions([expr], ["m"]))])
-    m = plan.to_table(use_threads=False).column(0)
+    m = _project(table, [expr]).column(0)
     if len(m) != table.num_rows or not pa.types.is_boolean(m.type):
         raise PredicateError(f"the filter gave {len(m)} values of {m.type} for {table.num_rows} rows")
     return true_rows(m)
@@ -102,12 +98,7 @@ def without_proven(residual, proven, rows):
 def truths(table: pa.Table, exprs) -> list:
     """Per expression of `exprs` (to_arrow expressions over `table`), a bool numpy array: where it
     is TRUE (null: not), all from one projection in this thread."""
-    from pyarrow.acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
-
-    names = [f"m{i}" for i in range(len(exprs))]
-    plan = Declaration.from_sequence([Declaration("table_source", TableSourceNodeOptions(table)),
-                                      Declaration("project", ProjectNodeOptions(list(exprs), names))])
-    out = plan.to_table(use_threads=False)
+    out = _project(table, exprs)
     res = []
     for i in range(len(exprs)):
         m = out.column(i)
@@ -115,6 +106,22 @@ def truths(table: pa.Table, exprs) -> list:
             raise PredicateError(f"the filter gave {len(m)} values of {m.type} for {table.num_rows} rows")
         res.append(true_mask(m))
     return res
+
+
+def _project(table, exprs) -> pa.Table:
+    """`exprs` evaluated over `table` by one Acero projection in this thread: a column each. The
+    plan's classes come from pyarrow's compiled `_acero`, which `pyarrow.acero` re-exports: that
+    module imports pyarrow.dataset, whose import loads pandas wherever it is installed (~0.27 s
+    on a process's first filtered read). A pyarrow without that module gets the public one."""
+    try:
+        from pyarrow._acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
+    except ImportError:
+        from pyarrow.acero import Declaration, ProjectNodeOptions, TableSourceNodeOptions
+
+    names = [f"m{i}" for i in range(len(exprs))]
+    return Declaration.from_sequence([Declaration("table_source", TableSourceNodeOptions(table)),
+                                      Declaration("project", ProjectNodeOptions(list(exprs), names))]
+                                     ).to_table(use_threads=False)
 
 
 def true_rows(m) -> np.ndarray:

@@ -9,8 +9,7 @@ same class form units of at most a quarter of the memory budget, each planned by
 `ranges.plan` (the one coalescing rule), fetched ahead by `pipeline.stream`, then decoded and
 filtered exactly (`decode`). Hive partition keys decide first (`Table.key_plan`): partitions
 they rule out are never opened, each other one is filtered by what its keys leave of the
-predicate, and key columns are its key values repeated.
-"""
+predicate, and key columns are its key values repeated."""
 
 from __future__ import annotations
 
@@ -26,7 +25,8 @@ from ..prune.bind import bind
 from ..prune.rules import classify
 from ..prune.rows import matching_rows, unscaled_ok, without_proven
 from ..prune.filters import as_predicate
-from . import arrays, direct, pool
+from .. import arrays
+from . import direct, pool
 from .decider import decider_for
 from .decode import (
     decode_chunks, decode_partition, decoded_bytes, filter_rows, filterable, late_columns, strict_views,

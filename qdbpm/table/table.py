@@ -30,7 +30,7 @@ from ..prune.filters import as_predicate
 from ..prune.rules import classify, evaluate
 from ..prune.stats import Schema
 from ..storage.objects import close_reader, reader_for
-from . import arrays
+from .. import arrays
 from .decode import footer_schemas
 from .group import Group, Members
 from .native import may_touch

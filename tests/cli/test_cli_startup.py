@@ -1,9 +1,9 @@
 """What each command loads before it answers, in a fresh interpreter: `--help` and usage errors
-load neither numpy nor pyarrow, reading one `_pm` (inspect, verify) loads no pyarrow, and a local
+load neither numpy nor pyarrow, reading one `_pm` (inspect, verify) loads no pyarrow, a local
 prune of a QuestDB-style table (partition directories named by day) loads neither pandas
-(pyarrow's `pa.array` would, wherever it is installed: ~0.27 s) nor fsspec nor the S3 client; hive
-keys (`day=1`) are read with pyarrow.dataset, whose import loads pandas. Checked by the modules
-present, not by time."""
+(pyarrow's `pa.array` / `pa.scalar` and `pyarrow.acero` would, wherever it is installed: ~0.27 s)
+nor fsspec nor the S3 client, and a filtered scan of it no pandas; hive keys (`day=1`) are read
+with pyarrow.dataset, whose import loads pandas. Checked by the modules present, not by time."""
 
 import json
 import os
@@ -72,6 +72,22 @@ def test_reading_one_pm_loads_no_pyarrow(command):
 def test_local_prune_loads_no_pandas_fsspec_or_s3_client(table):
     code, mods = loaded("prune", table, "--where", "x >= 130 AND x < 160", "--json")
     assert code == 0 and mods == {"numpy", "pyarrow"}, mods
+
+
+@pytest.mark.parametrize("mode", [["--count"], ["--head", "3"]])
+def test_local_filtered_scan_loads_no_pandas(table, mode):
+    code, mods = loaded("scan", table, "--where", "x >= 130 AND x < 160 OR x = 7", *mode)
+    assert code == 0 and mods == {"numpy", "pyarrow", "fsspec"}, mods
+
+
+def test_first_filtered_read_in_a_process_loads_no_pandas(table):
+    code = ("import sys, qdbpm\n"
+            "t = qdbpm.read_table(sys.argv[1], None, 'x >= 130 AND x < 160 OR x = 7')\n"
+            "print(t.num_rows, 'pandas' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code, table], capture_output=True, text=True, env=env,
+                         timeout=120, check=True).stdout.split()
+    assert out == ["31", "False"]
 
 
 def test_local_prune_answers_the_same(table):
