@@ -59,6 +59,7 @@ def survives(fn):
 
 def calls(buf, bw, count, rng):
     yield lambda: _pages.rle_hybrid(buf, 0, len(buf), bw, count, np.empty(count, np.int32), 1 << 33)
+    yield lambda: _pages.rle_all(buf, 0, len(buf), bw, count, (1 << bw) - 1)
     yield lambda: _pages.rle_lookup_and(buf, 0, len(buf), bw, count, np.ones(1 << min(bw, 12), np.uint8),
                                         np.ones(count, np.uint8), 1 << min(bw, 12))
     picks = np.sort(rng.choice(count, min(count, 40), replace=False)).astype(np.int64)

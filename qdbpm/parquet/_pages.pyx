@@ -2,7 +2,7 @@
 """Kernel: the bodies of decompressed Parquet data pages to flat arrays (`pages` is the wrapper).
 
 Loops numpy cannot vectorise: the RLE / bit-packed hybrid (definition levels and dictionary
-indices; all of them, or only those picked, `rle_pick`), the index of a PLAIN BYTE_ARRAY run
+indices; all of them, only those picked, `rle_pick`, or only whether all are one value, `rle_all`), the index of a PLAIN BYTE_ARRAY run
 (4-byte little-endian lengths between the values), and the take of chosen byte strings into
 Arrow's offsets and data buffers. Every read is checked against the end of its buffer; a
 malformed run raises ParquetFormatError naming the byte, never reads past
@@ -344,3 +344,43 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
                 k += 1
             end_packed(&r)
     return r.pos
+
+
+
+cdef bint _all_equal(Runs* r, uint64_t value) noexcept nogil:
+    cdef Py_ssize_t k, at
+    cdef uint64_t bits
+    while r.n < r.count:
+        if next_run(r, <int64_t>value + 1) != RUN_OK:
+            return False
+        if not r.packed:
+            if r.value != value:
+                return False
+            r.n += r.take
+            continue
+        for k in range(r.take):
+            bits = <uint64_t>k * r.bit_width
+            at = r.pos + <Py_ssize_t>(bits >> 3)
+            if ((load_le(r.p + at, r.end - at) >> (bits & 7)) & r.mask) != value:
+                return False
+        end_packed(r)
+    return True
+
+
+def rle_all(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
+            uint64_t value):
+    """Whether the first `count` values of the RLE / bit-packed hybrid in buf[pos:end] are all
+    `value`, read without storing them: a page's definition levels when every value is present
+    (no level array then). False for anything else, a malformed run included: the caller then
+    decodes the runs with `rle_hybrid`, whose checks and errors decide."""
+    cdef Runs r
+    cdef bint same
+    if bit_width < 0 or bit_width > 32 or end > buf.shape[0] or pos < 0 or pos > end or count < 0:
+        return False
+    r.p = &buf[0] if buf.shape[0] else NULL
+    r.pos, r.end, r.n, r.count = pos, end, 0, count
+    r.bit_width, r.width = bit_width, (bit_width + 7) // 8
+    r.mask = (<uint64_t>1 << bit_width) - 1
+    with nogil:
+        same = _all_equal(&r, value)
+    return same

@@ -118,7 +118,7 @@ def _zstd_small(payload, size):
 
 
 class _Page:
-    """One data page, decompressed: `n` rows, `levels` (int32 per row, or None: no nulls possible),
+    """One data page, decompressed: `n` rows, `levels` (int32 per row, or None: every value present),
     the values' encoding and their bytes buf[pos:end]. `lazy`: a Snappy page whose values are
     decoded only as far as a read asks (`_avail`), None once they all are or when they were at once."""
 
@@ -182,8 +182,7 @@ def _data_page(h, body, codec, max_def, need=None):
                 raise ParquetFormatError(f"definition levels of {ln} bytes in a page of {len(buf)}")
             if pg.lazy is not None:
                 pg.lazy.fill(4 + ln)  # every row's level: the rows' value positions follow from them
-            pg.levels = buffers.empty(n, np.int32)
-            _pages.rle_hybrid(buf, 4, 4 + ln, 1, n, pg.levels, 2)
+            pg.levels = _levels(buf, 4, 4 + ln, n)
             pos = 4 + ln
         pg.buf, pg.pos, pg.end = buf, pos, len(buf)
         return pg
@@ -193,14 +192,23 @@ def _data_page(h, body, codec, max_def, need=None):
     if rep_len:
         raise Unsupported("repetition levels")
     if max_def:
-        pg.levels = buffers.empty(n, np.int32)
-        _pages.rle_hybrid(body, 0, def_len, 1, n, pg.levels, 2)
+        pg.levels = _levels(body, 0, def_len, n)
     values = body[def_len:]
     buf, pg.lazy = _buffer(codec, values, usize - def_len, lazy) if compressed else (values, None)
     if not compressed and len(values) != usize - def_len:
         raise ParquetFormatError("data page v2 size does not match its header")
     pg.buf, pg.pos, pg.end = buf, 0, len(buf)
     return pg
+
+
+def _levels(buf, pos, end, n):
+    """A page's definition levels (int32 per value, 0 / 1) from buf[pos:end], or None when every
+    value is present (the common page of a nullable column): no array to fill and test per row."""
+    if _pages.rle_all(buf, pos, end, 1, n, 1):
+        return None
+    levels = buffers.empty(n, np.int32)
+    _pages.rle_hybrid(buf, pos, end, 1, n, levels, 2)
+    return levels
 
 
 def _split_pages(blob, codec, max_def, num_values, upto=None):

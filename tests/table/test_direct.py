@@ -306,6 +306,48 @@ def test_rle_pick_equals_the_reference_at_the_picks(seed):
         _pages.rle_pick(buf, 0, len(buf), bw, count, np.zeros(4, np.int64), out, 1 << 33)
 
 
+def level_runs(rng, count, zero_chance):
+    """Definition levels as writers lay them out (RLE runs of 1, bit-packed groups), a 0 in a
+    group or a run of 0 now and then."""
+    buf, made = bytearray(), 0
+    while made < count:
+        if rng.random() < 0.5:
+            n = int(rng.integers(1, 300))
+            buf += _uleb(n << 1) + bytes([0 if rng.random() < zero_chance else 1])
+            made += n
+        else:
+            groups = int(rng.integers(1, 20))
+            bits = [0 if rng.random() < zero_chance / 8 else 1 for _ in range(groups * 8)]
+            buf += _uleb(groups << 1 | 1) + int("".join(map(str, reversed(bits))), 2).to_bytes(groups, "little")
+            made += groups * 8
+    return np.frombuffer(bytes(buf), np.uint8), made
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_rle_all_says_what_the_decoded_values_say(seed):
+    """`rle_all` is True exactly when `rle_hybrid` decodes the runs without an error and every
+    value is the one asked: levels of pages with and without nulls, other widths, every cut."""
+    rng = np.random.default_rng(5000 + seed)
+    if seed % 3:
+        buf, made = level_runs(rng, int(rng.integers(1, 3000)), [0.0, 0.02, 0.3][seed % 3])
+        bw, value = 1, 1
+    else:
+        bw = int(rng.integers(0, 9))
+        buf, made = random_runs(rng, bw, int(rng.integers(1, 500)))
+        value = int(rng.integers(0, 1 << bw)) if bw else 0
+    count = int(rng.integers(0, made + 1))
+    for b in (buf, buf[:int(rng.integers(0, len(buf) + 1))].copy()):
+        out = np.empty(count, np.int32)
+        try:
+            _pages.rle_hybrid(b, 0, len(b), bw, count, out, 1 << 33)
+            want = bool((out.view(np.uint32) == value).all())
+        except ParquetFormatError:
+            want = False
+        assert _pages.rle_all(b, 0, len(b), bw, count, value) == want
+    assert not _pages.rle_all(buf, 0, len(buf) + 1, bw, count, value)  # bounds: refused, not read
+    assert not _pages.rle_all(buf, 0, len(buf), 33, count, value)
+
+
 def test_rle_pick_checks_each_value_read_against_the_limit():
     vals = [1] * 16
     vals[13] = 6
