@@ -45,6 +45,14 @@ def repeated(items, counts) -> pa.Array:
     return taken(strings(items), np.repeat(np.arange(len(items), dtype=np.int64), np.asarray(counts, np.int64)))
 
 
+def runs(items, positions) -> pa.Array:
+    """A string array of items[p] for each p of `positions` (int numpy), encoding each run of
+    equal positions' item once: a prune's survivors name a few of thousands of partitions."""
+    positions = np.asarray(positions, np.int64)
+    first = np.flatnonzero(np.r_[True, positions[1:] != positions[:-1]]) if len(positions) else positions
+    return repeated([items[i] for i in positions[first].tolist()], np.diff(np.r_[first, len(positions)]))
+
+
 def taken(array, positions) -> pa.Array:
     """array[positions] (int64 numpy positions, each checked by Arrow's take)."""
     return array.take(numbers(positions, pa.int64()))

@@ -49,6 +49,9 @@ def test_repeated_and_taken():
     assert arrays.repeated([], []).equals(pa.array([], pa.string()))
     pos = np.array([3, 0, 0, 2], np.int64)
     assert arrays.taken(arrays.strings(names), pos).equals(pa.array([names[i] for i in pos], pa.string()))
+    for pos in ([], [2], [0, 0, 3, 3, 3, 1, 0], list(range(4)) * 3):
+        got = arrays.runs(names, np.array(pos, np.int64))
+        assert got.equals(pa.array([names[i] for i in pos], pa.string()))
     with pytest.raises(IndexError):  # Arrow's take checks every position
         arrays.taken(arrays.strings(names), np.array([4], np.int64))
 

@@ -424,7 +424,7 @@ class Table:
             order = np.lexsort((rgs, pos))
             pos, rgs, rows = pos[order], rgs[order], rows[order]
         return skipped_metadata(pa.table({
-            "partition": arrays.taken(arrays.strings(self.partitions), pos),
+            "partition": arrays.runs(self.partitions, pos),
             "row_group": arrays.numbers(rgs, pa.int32()),
             "num_rows": arrays.numbers(rows, pa.int64()),
         }), self._skipped)
