@@ -7,12 +7,14 @@ other value still goes through `pa.scalar`, whose answer (or error) it then is."
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 
 import numpy as np
 import pyarrow as pa
 
 _EXACT = decimal.Context(prec=100)  # a decimal256's 76 digits and its scale, never rounded
+_EPOCH, _EPOCH_DAY, _MICRO = dt.datetime(1970, 1, 1), dt.date(1970, 1, 1), dt.timedelta(microseconds=1)
 
 _NUMBERS = {pa.int32(): np.int32, pa.int64(): np.int64}
 
@@ -62,16 +64,17 @@ def scalar(value, t) -> pa.Scalar:
     """pa.scalar(value, t), from a one-value array's buffers where `value` is None, or plainly of
     t's kind: a bool of bool_, an int in an integer type's range, a float of float64, a str of
     string / large_string, bytes of binary / large_binary, a Decimal a decimal128 / 256 holds
-    exactly. Anything else: pa.scalar itself (its value, or its error)."""
+    exactly, a date of date32, a naive datetime of timestamp("us"). Anything else: pa.scalar
+    itself (its value, or its error)."""
     if value is None:
         return pa.nulls(1, t)[0]
     kind = type(value)
     if kind is bool and t == pa.bool_():
         return _one(t, bytes([value]))
     if kind is int and pa.types.is_integer(t):
-        dt = np.dtype(f"{'i' if pa.types.is_signed_integer(t) else 'u'}{t.bit_width // 8}")
-        if np.iinfo(dt).min <= value <= np.iinfo(dt).max:
-            return _one(t, np.array([value], dt))
+        width = np.dtype(f"{'i' if pa.types.is_signed_integer(t) else 'u'}{t.bit_width // 8}")
+        if np.iinfo(width).min <= value <= np.iinfo(width).max:
+            return _one(t, np.array([value], width))
     elif kind is float and t == pa.float64():
         return _one(t, np.array([value], np.float64))
     elif kind is str and t in (pa.string(), pa.large_string()) or kind is bytes and t in (pa.binary(), pa.large_binary()):
@@ -87,6 +90,10 @@ def scalar(value, t) -> pa.Scalar:
         unscaled = value.scaleb(t.scale, _EXACT)
         if unscaled == unscaled.to_integral_value(context=_EXACT) and abs(unscaled) < 10 ** t.precision:
             return _one(t, int(unscaled).to_bytes(t.bit_width // 8, "little", signed=True))
+    elif kind is dt.date and t == pa.date32():
+        return _one(t, np.array([(value - _EPOCH_DAY).days], np.int32))
+    elif kind is dt.datetime and value.tzinfo is None and t == pa.timestamp("us"):
+        return _one(t, np.array([(value - _EPOCH) // _MICRO], np.int64))  # exact: timedelta integers
     return pa.scalar(value, t)
 
 

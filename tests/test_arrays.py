@@ -118,6 +118,26 @@ def test_scalar_decimals_equal_pa_scalar(t):
     _same(decimal.Decimal("NaN"), t)
 
 
+def test_scalar_dates_and_naive_timestamps_equal_pa_scalar():
+    import datetime as dt
+
+    rng = np.random.default_rng(11)
+    days = [dt.date(1970, 1, 1), dt.date(1969, 12, 31), dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(2024, 2, 29)]
+    days += [dt.date(1970, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(-700_000, 2_900_000, 20)]
+    for d in days:
+        _same(d, pa.date32())
+    stamps = [dt.datetime(1970, 1, 1), dt.datetime(1969, 12, 31, 23, 59, 59, 999_999), dt.datetime(1, 1, 1),
+              dt.datetime(9999, 12, 31, 23, 59, 59, 999_999), dt.datetime(2024, 2, 29, 12, 0, 0, 1)]
+    stamps += [dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(u)) for u in rng.integers(-6 * 10**16, 2 * 10**17, 20)]
+    for x in stamps:
+        _same(x, pa.timestamp("us"))
+    aware = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    _same(aware, pa.timestamp("us"))  # aware: pa.scalar's conversion
+    _same(dt.datetime(2024, 1, 2), pa.timestamp("us", "UTC"))
+    _same(dt.datetime(2024, 1, 2), pa.timestamp("ms"))
+    _same(dt.datetime(2024, 1, 2), pa.date32())  # a datetime is a date, but not one of these
+
+
 def test_scalar_other_values_go_to_pa_scalar():
     import datetime as dt
 

@@ -280,11 +280,12 @@ def _residual(e, schema) -> pc.Expression:
     if isinstance(e, R.InList):
         vals = [v for v in e.values if v is not None]
         x = _value(e.arg, schema)
-        out = pc.scalar(False)
+        no = arrays.scalar(False, pa.bool_())
+        out = pc.scalar(no)
         for v in vals:
             a, b = _pair(e.arg, R.Const(v), schema)
             out = out | (a == b)
-        out = pc.if_else(pc.is_valid(x[0]), out, pa.scalar(False))  # never null, as expr.In
+        out = pc.if_else(pc.is_valid(x[0]), out, no)  # never null, as expr.In
         return out | pc.is_null(x[0], nan_is_null=False) if len(vals) != len(e.values) else out
     if isinstance(e, R.IsNullOf):
         return pc.is_null(_value(e.arg, schema)[0], nan_is_null=False)
@@ -344,7 +345,8 @@ def _value(v, schema, want=None):
         exprs, t, at = _common(vals, schema)
         out = exprs[-1]
         for (cond, _), x in reversed(list(zip(v.whens, exprs[:-1]))):
-            out = pc.if_else(pc.coalesce(to_arrow(cond, schema), pa.scalar(False)), x, out)  # null: not taken
+            no = arrays.scalar(False, pa.bool_())
+            out = pc.if_else(pc.coalesce(to_arrow(cond, schema), no), x, out)  # null: not taken
         return out, t, at
     raise PredicateError(f"not a value: {v!r}")
 
@@ -352,25 +354,26 @@ def _value(v, schema, want=None):
 def _const(value, want=None):
     t, at = want if want is not None else (R.const_type(value), None)
     if value is None:
-        return pc.scalar(pa.scalar(None, at or pa.null())), "null", at
+        return pc.scalar(arrays.scalar(None, at or pa.null())), "null", at
     if isinstance(value, str) and t in R.TEMPORAL:
         value = R.parse_temporal(value, t)
     if t == "float":
-        return pc.scalar(float(value)), t, pa.float64()
+        return pc.scalar(arrays.scalar(float(value), pa.float64())), t, pa.float64()
     if isinstance(value, bool) or t == "str":
-        return pc.scalar(value), R.const_type(value), None
+        plain = pa.bool_() if isinstance(value, bool) else pa.string() if isinstance(value, str) else None
+        return pc.scalar(value if plain is None else arrays.scalar(value, plain)), R.const_type(value), None
     if isinstance(value, int) and t == "int":
-        return pc.scalar(pa.scalar(value, pa.int64())), t, pa.int64()
+        return pc.scalar(arrays.scalar(value, pa.int64())), t, pa.int64()
     if isinstance(value, (int, decimal.Decimal)):
         return pc.scalar(pa.scalar(decimal.Decimal(value))), "decimal", None
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:
-            s = pa.scalar(value.astimezone(dt.timezone.utc).replace(tzinfo=None), pa.timestamp("us")).cast(
+            s = arrays.scalar(value.astimezone(dt.timezone.utc).replace(tzinfo=None), pa.timestamp("us")).cast(
                 pa.timestamp("us", "UTC"))
         else:
-            s = pa.scalar(value, pa.timestamp("us"))
+            s = arrays.scalar(value, pa.timestamp("us"))
     elif isinstance(value, dt.date):
-        s = pa.scalar(value, pa.date32())
+        s = arrays.scalar(value, pa.date32())
     else:
         return pc.scalar(value), R.const_type(value), None
     if at is not None and at != s.type:
