@@ -51,8 +51,8 @@ def runs(items, positions) -> pa.Array:
     """A string array of items[p] for each p of `positions` (int numpy), encoding each run of
     equal positions' item once: a prune's survivors name a few of thousands of partitions."""
     positions = np.asarray(positions, np.int64)
-    first = np.flatnonzero(np.r_[True, positions[1:] != positions[:-1]]) if len(positions) else positions
-    return repeated([items[i] for i in positions[first].tolist()], np.diff(np.r_[first, len(positions)]))
+    starts = np.r_[True, positions[1:] != positions[:-1]] if len(positions) else np.zeros(0, bool)
+    return taken(strings([items[i] for i in positions[starts].tolist()]), np.cumsum(starts) - 1)
 
 
 def taken(array, positions) -> pa.Array:
@@ -63,9 +63,9 @@ def taken(array, positions) -> pa.Array:
 def scalar(value, t) -> pa.Scalar:
     """pa.scalar(value, t), from a one-value array's buffers where `value` is None, or plainly of
     t's kind: a bool of bool_, an int in an integer type's range, a float of float64, a str of
-    string / large_string, bytes of binary / large_binary, a Decimal a decimal128 / 256 holds
-    exactly, a date of date32, a naive datetime of timestamp("us"). Anything else: pa.scalar
-    itself (its value, or its error)."""
+    string / large_string, bytes of binary / large_binary, a date of date32, a naive datetime of
+    timestamp("us"). Anything else: pa.scalar itself (its value, or its error); a decimal from
+    its unscaled integer: `unscaled`."""
     if value is None:
         return pa.nulls(1, t)[0]
     kind = type(value)
@@ -86,15 +86,19 @@ def scalar(value, t) -> pa.Scalar:
         offsets = np.array([0, len(data)], np.int64 if wide else np.int32)
         if wide or len(data) <= np.iinfo(np.int32).max:
             return pa.Array.from_buffers(t, 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])[0]
-    elif kind is decimal.Decimal and pa.types.is_decimal(t) and t.bit_width in (128, 256) and value.is_finite():
-        unscaled = value.scaleb(t.scale, _EXACT)
-        if unscaled == unscaled.to_integral_value(context=_EXACT) and abs(unscaled) < 10 ** t.precision:
-            return _one(t, int(unscaled).to_bytes(t.bit_width // 8, "little", signed=True))
     elif kind is dt.date and t == pa.date32():
         return _one(t, np.array([(value - _EPOCH_DAY).days], np.int32))
     elif kind is dt.datetime and value.tzinfo is None and t == pa.timestamp("us"):
         return _one(t, np.array([(value - _EPOCH) // _MICRO], np.int64))  # exact: timedelta integers
     return pa.scalar(value, t)
+
+
+def unscaled(k: int, t) -> pa.Scalar:
+    """The decimal128 / 256 scalar of type t whose unscaled value is k (k x 10^-scale); past t's
+    precision, pa.scalar's answer or error for that value."""
+    if t.bit_width in (128, 256) and abs(k) < 10 ** t.precision:
+        return _one(t, k.to_bytes(t.bit_width // 8, "little", signed=True))
+    return pa.scalar(decimal.Decimal(k).scaleb(-t.scale, _EXACT), t)
 
 
 def _one(t, data) -> pa.Scalar:

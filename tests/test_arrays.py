@@ -116,6 +116,17 @@ def test_scalar_decimals_equal_pa_scalar(t):
         _same(q, t)
         _same(q.scaleb(-t.scale), t)  # the same digits as a scaled value
     _same(decimal.Decimal("NaN"), t)
+    # from the unscaled integer (a filter's decimal bound): pa.scalar of that value, or its error
+    for k in [0, 1, -1, 10 ** digits - 1, -(10 ** digits - 1), 10 ** digits, -(10 ** digits),
+              *(int(x) for x in rng.integers(-10**9, 10**9, 10))]:
+        value = decimal.Decimal(k).scaleb(-t.scale, decimal.Context(prec=100))
+        try:
+            want = pa.scalar(value, t)
+        except (pa.ArrowException, ValueError) as e:
+            with pytest.raises(type(e)):
+                arrays.unscaled(k, t)
+            continue
+        assert arrays.unscaled(k, t).equals(want) and arrays.unscaled(k, t).type == t
 
 
 def test_scalar_dates_and_naive_timestamps_equal_pa_scalar():

@@ -346,7 +346,6 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
     return r.pos
 
 
-
 cdef bint _all_equal(Runs* r, uint64_t value) noexcept nogil:
     cdef Py_ssize_t k, at
     cdef uint64_t bits
@@ -375,12 +374,12 @@ def rle_all(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_widt
     decodes the runs with `rle_hybrid`, whose checks and errors decide."""
     cdef Runs r
     cdef bint same
-    if bit_width < 0 or bit_width > 32 or end > buf.shape[0] or pos < 0 or pos > end or count < 0:
+    if count < 0:
         return False
-    r.p = &buf[0] if buf.shape[0] else NULL
-    r.pos, r.end, r.n, r.count = pos, end, 0, count
-    r.bit_width, r.width = bit_width, (bit_width + 7) // 8
-    r.mask = (<uint64_t>1 << bit_width) - 1
+    try:
+        start_runs(&r, buf, pos, end, bit_width, count, count)
+    except ParquetFormatError:  # a width or bounds rle_hybrid refuses: it decides
+        return False
     with nogil:
         same = _all_equal(&r, value)
     return same

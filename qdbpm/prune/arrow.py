@@ -25,7 +25,6 @@ from ..errors import PredicateError
 from ..pm.qdb_types import KIND_BYTES, KIND_FLOAT, KIND_INT
 
 # Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
-_EXACT = decimal.Context(prec=100)
 
 
 def _field_ref(name, schema, exact=True):
@@ -108,7 +107,7 @@ def _false_unless_null(ref, truth: bool):
 def _scalar(t, k: int):
     """The value of integer k (in the column's units) as a scalar of type t."""
     if pa.types.is_decimal(t):
-        return arrays.scalar(decimal.Decimal(k).scaleb(-t.scale, _EXACT), t)
+        return arrays.unscaled(k, t)
     if pa.types.is_date32(t) or pa.types.is_time32(t):
         return arrays.scalar(k, pa.int32()).cast(t)
     if _is_temporal(t):
@@ -344,8 +343,8 @@ def _value(v, schema, want=None):
         vals = [w[1] for w in v.whens] + [v.default]
         exprs, t, at = _common(vals, schema)
         out = exprs[-1]
+        no = arrays.scalar(False, pa.bool_())
         for (cond, _), x in reversed(list(zip(v.whens, exprs[:-1]))):
-            no = arrays.scalar(False, pa.bool_())
             out = pc.if_else(pc.coalesce(to_arrow(cond, schema), no), x, out)  # null: not taken
         return out, t, at
     raise PredicateError(f"not a value: {v!r}")
