@@ -9,6 +9,8 @@ names may be held: a residual's SQL values and arithmetic need the real type.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +22,7 @@ from ..errors import PredicateError
 UNSCALED_KEY = b"qdbpm.unscaled_decimal"
 
 
+@lru_cache(maxsize=256)  # asked per unit of a scan: a filter pass's fields, built once
 def unscaled_field(name, t) -> pa.Field:
     """An int64 field holding DECIMAL type t's unscaled values (value x 10^scale)."""
     return pa.field(name, pa.int64(), metadata={UNSCALED_KEY: f"{t.precision},{t.scale}".encode()})
@@ -35,22 +38,33 @@ def unscaled_type(name, schema, exact=True):
     return pa.decimal128(precision, scale)
 
 
-def unscaled_ok(e, schema) -> set:
+def unscaled_ok(e, schema) -> frozenset:
     """Names (in `schema`) of columns that `e` reads only in leaf comparisons with literals (Cmp,
-    Between, In, IS [NOT] NULL): the ones a filter pass may hold unscaled."""
+    Between, In, IS [NOT] NULL): the ones a filter pass may hold unscaled. Asked per unit of a
+    scan, with the same residual (equal, per partition) and names: answered once (a residual
+    with an unhashable literal, each time)."""
+    names = tuple(schema.names)
+    try:
+        return _unscaled_ok(e, names)
+    except TypeError:
+        return _unscaled_ok.__wrapped__(e, names)
+
+
+@lru_cache(maxsize=256)
+def _unscaled_ok(e, schema_names) -> frozenset:
     leaves, other = set(), set()
-    names = Names(schema.names)
+    names = Names(schema_names)
     for x in E.atoms(e):
         if isinstance(x, (E.Cmp, E.Between, E.In, E.IsNull, E.IsNotNull)):
             i = names.find(x.column, x.exact)
             if i is not None:
-                leaves.add(schema.names[i])
+                leaves.add(schema_names[i])
         else:  # a residual (or any other node): its columns keep their real types
             for name in x.columns():
                 i = names.find(name, False)
-                other.add(schema.names[i] if i is not None else name)
+                other.add(schema_names[i] if i is not None else name)
                 other.add(name)
-    return leaves - other
+    return frozenset(leaves - other)
 
 
 def matching_rows(table: pa.Table, expr: pc.Expression) -> np.ndarray:

@@ -25,7 +25,7 @@ from ..parquet import pages
 from ..parquet.compact import T
 from ..pm import layout as L
 from ..prune.rows import unscaled_field
-from . import pool
+from . import _decimals, pool
 
 Unsupported = pages.Unsupported
 
@@ -33,6 +33,9 @@ Unsupported = pages.Unsupported
 # BYTE_STREAM_SPLIT go to pyarrow.
 _ENCODINGS_OK = L.ENC_PLAIN | L.ENC_RLE_DICTIONARY
 _CODECS_OK = {L.CODEC_UNCOMPRESSED, L.CODEC_SNAPPY, L.CODEC_GZIP, L.CODEC_BROTLI, L.CODEC_ZSTD, L.CODEC_LZ4_RAW}
+# The two rules as tables over a chunk record's u1 fields: one lookup per unit, not a set per unit.
+_ENCODINGS_TABLE = (np.arange(256) & ~_ENCODINGS_OK) == 0
+_CODECS_TABLE = np.isin(np.arange(256), sorted(_CODECS_OK))
 _TS_UNITS = {1: "ms", 2: "us", 3: "ns"}  # Parquet TimeUnit member -> Arrow unit
 _CT_TS_UNITS = {PQ.CT_TIMESTAMP_MILLIS: "ms", PQ.CT_TIMESTAMP_MICROS: "us"}
 _VIEW, _DECIMAL, _BINARY, _UNSCALED = "view", "decimal", "binary", "unscaled"  # _UNSCALED: a decimal's int64s
@@ -113,8 +116,8 @@ def kinds(pm, rgs, cols, schemas, fields):
     """Per column of `cols`, how it is built here; None when any column or chunk of row groups
     `rgs` is not this path's (the unit goes to pyarrow whole). The per-column part depends on the
     column schema only and is kept on `schemas`; the chunks' encodings and codecs are per unit."""
-    sub = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))]
-    if (sub["encodings"].astype(np.int64) & ~_ENCODINGS_OK).any() or not set(np.unique(sub["codec"]).tolist()) <= _CODECS_OK:
+    sub = pm.chunks[rgs[0], cols] if len(rgs) == 1 else pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))]
+    if not (_ENCODINGS_TABLE[sub["encodings"]].all() and _CODECS_TABLE[sub["codec"]].all()):
         return None
     return schemas.cached(("direct kinds", tuple(cols)), lambda: _column_kinds(pm, cols, schemas, fields))
 
@@ -157,10 +160,8 @@ def _array(v, kind, t, ptype):
     if kind == _UNSCALED:
         return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(v.values.astype(np.int64, copy=False))], nulls)
     if kind == _DECIMAL:
-        lo = v.values.astype(np.int64, copy=False)
-        wide = buffers.empty(2 * n, np.int64).reshape(n, 2)
-        wide[:, 0] = lo
-        np.right_shift(lo, 63, out=wide[:, 1])
+        wide = buffers.empty(2 * n, np.int64)
+        _decimals.widen(np.ascontiguousarray(v.values), wide)
         return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(wide)], nulls)
     values = np.ascontiguousarray(v.values)
     return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(values)], nulls)
@@ -232,6 +233,8 @@ def _picks(pm, rgs, rows):
     """Per row group of the unit, the kept rows within it (None: all of them)."""
     if rows is None:
         return [None] * len(rgs)
+    if len(rgs) == 1:  # rows lie in [0, its rows) (decode_filtered): all of them, as they are
+        return [rows]
     starts = np.zeros(len(rgs) + 1, np.int64)
     np.cumsum([int(pm.num_rows[r]) for r in rgs], out=starts[1:])
     picks = []
@@ -451,9 +454,10 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
             t = predicate_table(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled,
                                 parallel=not helpers)
             rows = np.asarray(matching(t), np.int64)
-        n = int(sum(int(pm.num_rows[r]) for r in rgs))
-        if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
-            raise ParquetFormatError("filter pass gave rows out of order or range")  # never: a guard
+            n = int(sum(int(pm.num_rows[r]) for r in rgs))
+            # never: a guard (distinct_rows' rows are a flatnonzero, ascending and in range)
+            if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
+                raise ParquetFormatError("filter pass gave rows out of order or range")
         box["picks"] = _picks(pm, rgs, rows)
         named.set()
         # the predicate's columns' kept rows first: the pool is still decompressing
