@@ -40,11 +40,17 @@ class Decider:
         key = (field, kind, None if dt is None else dt.str)
         if key in self.refused:
             return None, None
-        return key, (np.concatenate(values) if values else None)
+        return key, (None if not values else values[0] if len(values) == 1 else np.concatenate(values))
 
-    @staticmethod
-    def _bits(values):
-        return values.view(f"{'>' if values.dtype.byteorder == '>' else '<'}i{values.dtype.itemsize}")
+    _BITS = {}  # a value dtype -> the signed integer dtype of its width and byte order
+
+    @classmethod
+    def _bits(cls, values):
+        dt = cls._BITS.get(values.dtype)
+        if dt is None:
+            dt = cls._BITS[values.dtype] = np.dtype(
+                f"{'>' if values.dtype.byteorder == '>' else '<'}i{values.dtype.itemsize}")
+        return values.view(dt)
 
     def lookup(self, key, values):
         """The column's LUT (uint8 per value, then the null's) when every value was decided before."""
