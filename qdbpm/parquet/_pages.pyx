@@ -11,7 +11,7 @@ malformed run raises ParquetFormatError naming the byte, never reads past
 
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
@@ -288,6 +288,57 @@ def take_bytes(const uint8_t[::1] buf, const int64_t[::1] starts, const int32_t[
     return a_off, a_data
 
 
+cdef extern from *:
+    """
+    /* Groups of 8 bit-packed values of width W (1..8) looked up in a 256-entry table, the 8
+       answers ANDed into 8 output bytes; W a constant in each copy, so every shift is one. A
+       group whose 8 input bytes would pass `end` stops the walk (the caller takes the rest one
+       value at a time). Returns the values done (a multiple of 8); *bad: the group stopped at
+       holds a value >= limit (nothing of it written). */
+    static inline __attribute__((always_inline)) Py_ssize_t qdbpm_lut_groups(
+            const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, const int W,
+            const uint8_t* tab, uint64_t limit, uint8_t* out, int* bad) {
+        const uint64_t mask = (((uint64_t)1) << W) - 1;
+        Py_ssize_t k = 0;
+        *bad = 0;
+        for (; k + 8 <= take; k += 8) {
+            Py_ssize_t at = pos + (k >> 3) * W;
+            if (end - at < 8) break;
+            uint64_t w, acc = 0, word;
+            uint64_t over = 0;
+            memcpy(&w, p + at, 8);
+            for (int j = 0; j < 8; j++) {
+                uint64_t v = (w >> (j * W)) & mask;
+                over |= (uint64_t)(v >= limit);
+                acc |= ((uint64_t)tab[v]) << (8 * j);
+            }
+            if (over) { *bad = 1; break; }
+            memcpy(&word, out + k, 8);
+            word &= acc;
+            memcpy(out + k, &word, 8);
+        }
+        return k;
+    }
+    static Py_ssize_t qdbpm_lut_packed(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take,
+                                       int width, const uint8_t* tab, uint64_t limit, uint8_t* out, int* bad) {
+        switch (width) {
+            case 1: return qdbpm_lut_groups(p, pos, end, take, 1, tab, limit, out, bad);
+            case 2: return qdbpm_lut_groups(p, pos, end, take, 2, tab, limit, out, bad);
+            case 3: return qdbpm_lut_groups(p, pos, end, take, 3, tab, limit, out, bad);
+            case 4: return qdbpm_lut_groups(p, pos, end, take, 4, tab, limit, out, bad);
+            case 5: return qdbpm_lut_groups(p, pos, end, take, 5, tab, limit, out, bad);
+            case 6: return qdbpm_lut_groups(p, pos, end, take, 6, tab, limit, out, bad);
+            case 7: return qdbpm_lut_groups(p, pos, end, take, 7, tab, limit, out, bad);
+            case 8: return qdbpm_lut_groups(p, pos, end, take, 8, tab, limit, out, bad);
+        }
+        *bad = 0;
+        return 0;
+    }
+    """
+    Py_ssize_t qdbpm_lut_packed(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, int width,
+                                const uint8_t* tab, uint64_t limit, uint8_t* out, int* bad) noexcept nogil
+
+
 def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
                    const uint8_t[::1] lut, uint8_t[::1] out, int64_t limit):
     """out[k] &= lut[v_k] for the `count` values v_k of the RLE / bit-packed hybrid in
@@ -295,12 +346,16 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
     as `rle_hybrid` checks it, each value against `limit` (the dictionary's size, at most
     len(lut)). Returns the end of the last run read."""
     cdef Runs r
-    cdef Py_ssize_t k, at, j
-    cdef uint64_t v, bits, w, acc, word
-    cdef int code
+    cdef Py_ssize_t k, at
+    cdef uint64_t v, bits
+    cdef int code, bad
+    cdef uint8_t tab[256]  # lut, then 0 up to 255: a value's entry read before its check is known
     if limit > lut.shape[0] or limit < 0:
         raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
     start_runs(&r, buf, pos, end, bit_width, count, out.shape[0])
+    memset(tab, 0, 256)
+    if limit:
+        memcpy(tab, &lut[0], limit if limit < 256 else 256)
     with nogil:
         while r.n < r.count:
             code = next_run(&r, limit)
@@ -313,24 +368,12 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
                 r.n += r.take
                 continue
             k = 0
-            if r.bit_width <= 8:
+            if 1 <= r.bit_width <= 8:
                 # a group of 8 values is bit_width bytes: one load, the 8 answers gathered into
-                # one word, one read-modify-write of the 8 output bytes
-                while k + 8 <= r.take:
-                    at = r.pos + ((k >> 3) * r.bit_width)
-                    if r.end - at < 8:
-                        break
-                    w = load8(r.p + at)
-                    acc = 0
-                    for j in range(8):
-                        v = (w >> (j * r.bit_width)) & r.mask
-                        if v >= <uint64_t>limit:  # checked before the lookup: lut holds `limit` entries
-                            value_error(&r, v, limit)
-                        acc |= (<uint64_t>lut[v]) << (8 * j)
-                    memcpy(&word, &out[r.n + k], 8)
-                    word &= acc
-                    memcpy(&out[r.n + k], &word, 8)
-                    k += 8
+                # one word, one read-modify-write of the 8 output bytes (qdbpm_lut_packed); a
+                # group holding a value >= limit is left to the loop below, which names it
+                k = qdbpm_lut_packed(r.p, r.pos, r.end, r.take, r.bit_width, tab, <uint64_t>limit,
+                                     &out[r.n], &bad)
             while k < r.take:
                 bits = <uint64_t>k * r.bit_width
                 at = r.pos + <Py_ssize_t>(bits >> 3)

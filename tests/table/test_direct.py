@@ -429,6 +429,32 @@ def test_rle_lookup_and_equals_the_reference(seed):
             assert out.tolist() == want.tolist()
 
 
+@pytest.mark.parametrize("bw", range(1, 9))
+def test_rle_lookup_and_packed_groups_per_width(bw):
+    """The bit-packed body, specialised per width 1-8, against one value at a time: any LUT byte
+    (ANDed as it is), a limit below 1 << bw, and a value at or over it named wherever it lies."""
+    rng = np.random.default_rng(300 + bw)
+    for trial in range(12):
+        n = 8 * int(rng.integers(1, 40))
+        limit = int(rng.integers(1, (1 << bw) + 1))
+        vals = rng.integers(0, limit, n)
+        bits = sum(int(v) << (bw * i) for i, v in enumerate(vals))
+        packed = np.frombuffer(_uleb((n // 8) << 1 | 1) + bits.to_bytes(n * bw // 8, "little"), np.uint8)
+        lut = rng.integers(0, 256, limit).astype(np.uint8)
+        start = rng.integers(0, 256, n).astype(np.uint8)
+        out = start.copy()
+        _pages.rle_lookup_and(packed, 0, len(packed), bw, n, lut, out, limit)
+        assert out.tolist() == (start & lut[vals]).tolist()
+        if limit < 1 << bw:
+            at = int(rng.integers(0, n))
+            bad = vals.copy()
+            bad[at] = int(rng.integers(limit, 1 << bw))
+            bits = sum(int(v) << (bw * i) for i, v in enumerate(bad))
+            packed = np.frombuffer(_uleb((n // 8) << 1 | 1) + bits.to_bytes(n * bw // 8, "little"), np.uint8)
+            with pytest.raises(ParquetFormatError, match=f"value {bad[at]} is not below {limit}"):
+                _pages.rle_lookup_and(packed, 0, len(packed), bw, n, lut, start.copy(), limit)
+
+
 def test_rle_lookup_and_checks_every_value_and_its_bounds():
     # a long bit-packed run: a value over the limit is named wherever it lies (8-byte loads in
     # the run's body, shorter ones at its end), and the values under it are looked up
