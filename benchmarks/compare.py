@@ -26,7 +26,8 @@ Scenarios:
            size) answered from nothing kept: `with open_table(root) as t: t.prune(WHERE)` and
            `t.scan(WHERE).count()` vs DuckDB count(*) over the file list (metadata cache on and
            warm) and a fresh pyarrow.dataset + split_by_row_group; per table size
-           (--oneshot-sizes; default 1000 with --quick, else 1000,10000) and the growth across sizes
+           (--oneshot-sizes; default 1000 with --quick, else 1000,10000) and the growth across sizes,
+           judged on the prune alone with one call per size in turn (compare_tables.growth_paired)
   tpch     (benchmarks/compare_tpch.py) TPC-H lineitem SF1 by ship month: read_table of one day, one
            month and Q6, one shot, vs DuckDB's same SELECT (threads=1, metadata cache on, Arrow out)
   bloom    batch SBBF probes (value x filter) vs pybloom-live; batch XXH64 vs the xxhash package
