@@ -50,7 +50,7 @@ def unscaled_ok(e, schema) -> frozenset:
         return _unscaled_ok.__wrapped__(e, names)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=32)  # a few queries' residuals (IN lists included) kept, no more
 def _unscaled_ok(e, schema_names) -> frozenset:
     leaves, other = set(), set()
     names = Names(schema_names)
