@@ -50,6 +50,12 @@ def guarded_out(n):
     return out_whole[ROOM - n:]
 
 
+def ones_out(n):
+    out = guarded_out(n)
+    out[:] = 1
+    return out
+
+
 def survives(fn):
     try:
         fn()
@@ -61,7 +67,7 @@ def calls(buf, bw, count, rng):
     yield lambda: _pages.rle_hybrid(buf, 0, len(buf), bw, count, np.empty(count, np.int32), 1 << 33)
     yield lambda: _pages.rle_all(buf, 0, len(buf), bw, count, (1 << bw) - 1)
     yield lambda: _pages.rle_lookup_and(buf, 0, len(buf), bw, count, np.ones(1 << min(bw, 12), np.uint8),
-                                        np.ones(count, np.uint8), 1 << min(bw, 12))
+                                        ones_out(count), 1 << min(bw, 12))  # its 8-byte stores guarded too
     picks = np.sort(rng.choice(count, min(count, 40), replace=False)).astype(np.int64)
     yield lambda: _pages.rle_pick(buf, 0, len(buf), bw, count, picks, np.empty(len(picks), np.int32), 1 << 33)
     yield lambda: _pages.byte_array_index(buf, 0, len(buf), count, np.empty(count, np.int64),
@@ -79,9 +85,10 @@ for case in range(400):
         if not 0 < len(data) <= PAGE:
             continue
         buf = guarded(data)
-        for call in calls(buf, bw, made, rng):
-            survives(call)
-            runs += 1
+        for count in {made, int(rng.integers(1, made + 1))}:  # all values, or a run cut by the count
+            for call in calls(buf, bw, count, rng):
+                survives(call)
+                runs += 1
 
 # a real file: its footer, page headers and _pm, whole, cut short and mutated
 import os
