@@ -44,7 +44,7 @@ def strings(items) -> pa.Array:
 
 def repeated(items, counts) -> pa.Array:
     """A string array of each of `items` repeated its count of `counts` times, in order."""
-    return taken(strings(items), np.repeat(np.arange(len(items), dtype=np.int64), np.asarray(counts, np.int64)))
+    return runs(items, np.repeat(np.arange(len(items), dtype=np.int64), np.asarray(counts, np.int64)))
 
 
 def runs(items, positions) -> pa.Array:

@@ -292,15 +292,14 @@ cdef extern from *:
     """
     /* Groups of 8 bit-packed values of width W (1..8) looked up in a 256-entry table, the 8
        answers ANDed into 8 output bytes; W a constant in each copy, so every shift is one. A
-       group whose 8 input bytes would pass `end` stops the walk (the caller takes the rest one
-       value at a time). Returns the values done (a multiple of 8); *bad: the group stopped at
-       holds a value >= limit (nothing of it written). */
+       group whose 8 input bytes would pass `end`, or that holds a value >= limit, stops the walk
+       unwritten: the caller takes the rest one value at a time and names such a value. Returns
+       the values done (a multiple of 8). */
     static inline __attribute__((always_inline)) Py_ssize_t qdbpm_lut_groups(
             const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, const int W,
-            const uint8_t* tab, uint64_t limit, uint8_t* out, int* bad) {
+            const uint8_t* tab, uint64_t limit, uint8_t* out) {
         const uint64_t mask = (((uint64_t)1) << W) - 1;
         Py_ssize_t k = 0;
-        *bad = 0;
         for (; k + 8 <= take; k += 8) {
             Py_ssize_t at = pos + (k >> 3) * W;
             if (end - at < 8) break;
@@ -312,7 +311,7 @@ cdef extern from *:
                 over |= (uint64_t)(v >= limit);
                 acc |= ((uint64_t)tab[v]) << (8 * j);
             }
-            if (over) { *bad = 1; break; }
+            if (over) break;
             memcpy(&word, out + k, 8);
             word &= acc;
             memcpy(out + k, &word, 8);
@@ -320,23 +319,22 @@ cdef extern from *:
         return k;
     }
     static Py_ssize_t qdbpm_lut_packed(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take,
-                                       int width, const uint8_t* tab, uint64_t limit, uint8_t* out, int* bad) {
+                                       int width, const uint8_t* tab, uint64_t limit, uint8_t* out) {
         switch (width) {
-            case 1: return qdbpm_lut_groups(p, pos, end, take, 1, tab, limit, out, bad);
-            case 2: return qdbpm_lut_groups(p, pos, end, take, 2, tab, limit, out, bad);
-            case 3: return qdbpm_lut_groups(p, pos, end, take, 3, tab, limit, out, bad);
-            case 4: return qdbpm_lut_groups(p, pos, end, take, 4, tab, limit, out, bad);
-            case 5: return qdbpm_lut_groups(p, pos, end, take, 5, tab, limit, out, bad);
-            case 6: return qdbpm_lut_groups(p, pos, end, take, 6, tab, limit, out, bad);
-            case 7: return qdbpm_lut_groups(p, pos, end, take, 7, tab, limit, out, bad);
-            case 8: return qdbpm_lut_groups(p, pos, end, take, 8, tab, limit, out, bad);
+            case 1: return qdbpm_lut_groups(p, pos, end, take, 1, tab, limit, out);
+            case 2: return qdbpm_lut_groups(p, pos, end, take, 2, tab, limit, out);
+            case 3: return qdbpm_lut_groups(p, pos, end, take, 3, tab, limit, out);
+            case 4: return qdbpm_lut_groups(p, pos, end, take, 4, tab, limit, out);
+            case 5: return qdbpm_lut_groups(p, pos, end, take, 5, tab, limit, out);
+            case 6: return qdbpm_lut_groups(p, pos, end, take, 6, tab, limit, out);
+            case 7: return qdbpm_lut_groups(p, pos, end, take, 7, tab, limit, out);
+            case 8: return qdbpm_lut_groups(p, pos, end, take, 8, tab, limit, out);
         }
-        *bad = 0;
         return 0;
     }
     """
     Py_ssize_t qdbpm_lut_packed(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, int width,
-                                const uint8_t* tab, uint64_t limit, uint8_t* out, int* bad) noexcept nogil
+                                const uint8_t* tab, uint64_t limit, uint8_t* out) noexcept nogil
 
 
 def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
@@ -348,7 +346,7 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
     cdef Runs r
     cdef Py_ssize_t k, at
     cdef uint64_t v, bits
-    cdef int code, bad
+    cdef int code
     cdef uint8_t tab[256]  # lut, then 0 up to 255: a value's entry read before its check is known
     if limit > lut.shape[0] or limit < 0:
         raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
@@ -372,8 +370,7 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
                 # a group of 8 values is bit_width bytes: one load, the 8 answers gathered into
                 # one word, one read-modify-write of the 8 output bytes (qdbpm_lut_packed); a
                 # group holding a value >= limit is left to the loop below, which names it
-                k = qdbpm_lut_packed(r.p, r.pos, r.end, r.take, r.bit_width, tab, <uint64_t>limit,
-                                     &out[r.n], &bad)
+                k = qdbpm_lut_packed(r.p, r.pos, r.end, r.take, r.bit_width, tab, <uint64_t>limit, &out[r.n])
             while k < r.take:
                 bits = <uint64_t>k * r.bit_width
                 at = r.pos + <Py_ssize_t>(bits >> 3)

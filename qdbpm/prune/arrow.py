@@ -24,7 +24,7 @@ from .. import arrays
 from ..errors import PredicateError
 from ..pm.qdb_types import KIND_BYTES, KIND_FLOAT, KIND_INT
 
-# Decimal arithmetic with enough digits for DECIMAL256 (the default context rounds at 28).
+_FALSE = arrays.scalar(False, pa.bool_())  # an IN's answer for a null row, a CASE's null condition
 
 
 def _field_ref(name, schema, exact=True):
@@ -201,8 +201,7 @@ def to_arrow(e: E.Expr, schema: pa.Schema) -> pc.Expression:
             out = term if out is None else (out | term)
         # IN never yields null (pyarrow MATCH): null rows match only when None is listed.
         ref = _field_ref(e.column, schema, e.exact)[0]
-        no = arrays.scalar(False, pa.bool_())
-        out = pc.scalar(no) if out is None else pc.if_else(pc.is_valid(ref), out, no)
+        out = pc.scalar(_FALSE) if out is None else pc.if_else(pc.is_valid(ref), out, _FALSE)
         if len(vals) != len(e.values):
             out = out | pc.is_null(ref, nan_is_null=False)
         return out
@@ -279,12 +278,11 @@ def _residual(e, schema) -> pc.Expression:
     if isinstance(e, R.InList):
         vals = [v for v in e.values if v is not None]
         x = _value(e.arg, schema)
-        no = arrays.scalar(False, pa.bool_())
-        out = pc.scalar(no)
+        out = pc.scalar(_FALSE)
         for v in vals:
             a, b = _pair(e.arg, R.Const(v), schema)
             out = out | (a == b)
-        out = pc.if_else(pc.is_valid(x[0]), out, no)  # never null, as expr.In
+        out = pc.if_else(pc.is_valid(x[0]), out, _FALSE)  # never null, as expr.In
         return out | pc.is_null(x[0], nan_is_null=False) if len(vals) != len(e.values) else out
     if isinstance(e, R.IsNullOf):
         return pc.is_null(_value(e.arg, schema)[0], nan_is_null=False)
@@ -343,9 +341,8 @@ def _value(v, schema, want=None):
         vals = [w[1] for w in v.whens] + [v.default]
         exprs, t, at = _common(vals, schema)
         out = exprs[-1]
-        no = arrays.scalar(False, pa.bool_())
         for (cond, _), x in reversed(list(zip(v.whens, exprs[:-1]))):
-            out = pc.if_else(pc.coalesce(to_arrow(cond, schema), no), x, out)  # null: not taken
+            out = pc.if_else(pc.coalesce(to_arrow(cond, schema), _FALSE), x, out)  # null: not taken
         return out, t, at
     raise PredicateError(f"not a value: {v!r}")
 
