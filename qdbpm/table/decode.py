@@ -113,9 +113,13 @@ def decode_partition(pm, rgs, cols, blobs, all_null=(), schemas=None, views=None
 
 
 # Arrow bytes per value of each Parquet physical type once decoded (BOOLEAN: a bit, rounded up; INT96
-# becomes timestamp[ns]; BYTE_ARRAY: its int32 offset, its data estimated from the compressed size).
-_DECODED_WIDTH = {L.PT_BOOLEAN: 1, L.PT_INT32: 4, L.PT_INT64: 8, L.PT_INT96: 8, L.PT_FLOAT: 4, L.PT_DOUBLE: 8,
-                  L.PT_BYTE_ARRAY: 4}
+# becomes timestamp[ns]; BYTE_ARRAY: its int32 offset, its data estimated from the compressed size;
+# FIXED_LEN_BYTE_ARRAY: its length, decimal128's 16 at least; any other type: 16), as a table over
+# the u1 physical type.
+_DECODED_WIDTH = np.full(256, 16, np.int64)
+for _t, _w in {L.PT_BOOLEAN: 1, L.PT_INT32: 4, L.PT_INT64: 8, L.PT_INT96: 8, L.PT_FLOAT: 4, L.PT_DOUBLE: 8,
+               L.PT_BYTE_ARRAY: 4}.items():
+    _DECODED_WIDTH[_t] = _w
 _BYTE_ARRAY_EXPANSION = 4  # decoded data per compressed byte of a string chunk: a typical codec ratio
 
 
@@ -127,15 +131,20 @@ def decoded_bytes(pm, rgs, cols, chunks=None) -> np.ndarray:
     if not len(rgs) or not len(cols):
         return np.zeros(len(rgs), np.int64)
     ch = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))] if chunks is None else chunks
-    meta = pm.columns[np.asarray(cols, np.int64)]
-    ptype = meta["physical_type"].astype(np.int64)
-    width = np.array([max(int(f), 16) if t == L.PT_FIXED_LEN_BYTE_ARRAY else _DECODED_WIDTH.get(int(t), 16)
-                      for t, f in zip(ptype, meta["fixed_byte_len"])], np.int64)  # FLBA: decimal128 at least
-    n = ch["num_values"].astype(np.int64)
-    est = n * width[None, :] + n // 8 + 64
+    return decoded_estimate(ch, pm.columns[np.asarray(cols, np.int64)][None, :])
+
+
+def decoded_estimate(chunks, meta) -> np.ndarray:
+    """`decoded_bytes` per row of `chunks` (2-D chunk records) from `meta`, the column records of
+    each chunk's column (broadcast against `chunks`): the one estimate rule."""
+    ptype = meta["physical_type"]
+    width = np.where(ptype == L.PT_FIXED_LEN_BYTE_ARRAY, np.maximum(meta["fixed_byte_len"].astype(np.int64), 16),
+                     _DECODED_WIDTH[ptype])
+    n = chunks["num_values"].astype(np.int64)
+    est = n * width + n // 8 + 64
     strings = ptype == L.PT_BYTE_ARRAY
     if strings.any():
-        est += np.where(strings[None, :], ch["total_compressed"].astype(np.int64) * _BYTE_ARRAY_EXPANSION, 0)
+        est += np.where(strings, chunks["total_compressed"].astype(np.int64) * _BYTE_ARRAY_EXPANSION, 0)
     return est.sum(axis=1)
 
 

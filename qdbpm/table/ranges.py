@@ -92,13 +92,7 @@ def plan_records(pm, rgs, cols, sub, nulls, *, max_gap=DEFAULT_MAX_GAP, max_rang
     them already (Scan plans every unit of a partition from one selection)."""
     starts = sub["byte_range_start"].astype(np.int64)
     lengths = sub["total_compressed"].astype(np.int64)
-    limit = pm.parquet_footer_offset
-    bad = ~nulls & ((starts < 4) | (lengths <= 0) | (starts + lengths > limit))
-    if bad.any():
-        i, j = (int(v[0]) for v in np.nonzero(bad))
-        raise CorruptFileError(f"{pm.path}: row group {int(rgs[i])} column {int(cols[j])} chunk "
-                               f"[{int(starts[i, j])}, +{int(lengths[i, j])}) is not inside the Parquet data "
-                               f"[4, {limit}) of snapshot {pm.parquet_size}")
+    _check_inside(starts, lengths, _limits([pm])[0], nulls, lambda i, j: (pm, int(rgs[i]), int(cols[j])))
     all_null = [(int(rgs[i]), int(cols[j])) for i, j in zip(*np.nonzero(nulls))]
     take = np.nonzero(~nulls)
     s, n, r, c = starts[take], lengths[take], rgs[take[0]], cols[take[1]]
@@ -111,6 +105,89 @@ def plan_records(pm, rgs, cols, sub, nulls, *, max_gap=DEFAULT_MAX_GAP, max_rang
     s, n, r, c = (a[order].tolist() for a in (s, n, r, c))
     ranges = _ranges(s, n, list(zip(r, c, s, n)), np.sort(barriers), max_gap, max_range, max_waste)
     return Plan(ranges, all_null, sum(n))
+
+
+def _limits(pms) -> np.ndarray:
+    """Each snapshot's end of Parquet data (its footer's offset) as int64; -1 for an offset past
+    int64, which every chunk then fails (`_check_inside`)."""
+    return np.array([pm.parquet_footer_offset if pm.parquet_footer_offset < 1 << 63 else -1 for pm in pms], np.int64)
+
+
+def _check_inside(starts, lengths, limit, nulls, where):
+    """CorruptFileError unless every fetched chunk (not in `nulls`) lies inside [4, limit): the
+    chunk records' starts and lengths (int64 from u8: a value past int64 is negative here) against
+    `limit` (per row, or one). `where(i, j)`: (pm, row group, column) of the first bad one. The
+    end is compared as length > limit - start, which cannot overflow once start >= 4."""
+    bad = ~nulls & ((starts < 4) | (lengths <= 0) | (limit < 4) | (lengths > limit - starts))
+    if bad.any():
+        i, j = (int(v[0]) for v in np.nonzero(bad))
+        pm, rg, c = where(i, j)
+        raise CorruptFileError(f"{pm.path}: row group {rg} column {c} chunk [{int(starts[i, j])}, "
+                               f"+{int(lengths[i, j])}) is not inside the Parquet data "
+                               f"[4, {pm.parquet_footer_offset}) of snapshot {pm.parquet_size}")
+
+
+def plan_many(pms, counts, rgs, cols, sub, nulls, avoid, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE,
+              max_waste=DEFAULT_MAX_WASTE) -> list:
+    """`plan_records` of many units at once, one Plan per unit, equal to planning each alone
+    (tests/table/test_coalesce.py holds it to that): a scan of thousands of partitions plans as
+    many units, and per unit the numpy calls cost more than the rule. Unit u is `counts[u]`
+    consecutive rows of `sub` / `nulls` (chunk records, 2-D, and their all_null_mask) of
+    snapshot pms[u]; `rgs`: each row's row group; `cols`: each cell's column (2-D, like `sub`);
+    `avoid[u]`: columns of unit u never fetched (plan_records' avoid).
+
+    One pass of the coalescing kernel serves every unit: unit u's offsets are moved up by u x a
+    stride wider than any unit's Parquet data plus max_gap, so no range spans two units and each
+    unit's ranges are those it would get alone; a unit's barriers outside its data are dropped
+    (none can lie between two of its chunks). Past int64's room, each unit is planned alone."""
+    nseg = len(pms)
+    if not nseg:
+        return []
+    limits = _limits(pms)
+    seg = np.repeat(np.arange(nseg, dtype=np.int64), counts)
+    bounds = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).tolist()
+    starts = sub["byte_range_start"].astype(np.int64)
+    lengths = sub["total_compressed"].astype(np.int64)
+    _check_inside(starts, lengths, limits[seg][:, None], nulls,
+                  lambda i, j: (pms[int(seg[i])], int(rgs[i]), int(cols[i, j])))
+    stride = int(max(int(limits.max()), 0)) + int(min(max_gap, 1 << 62)) + 1
+    if stride * nseg >= 1 << 62:  # never for real files: then one unit at a time
+        return [plan_records(pms[u], rgs[a:b], cols[a], sub[a:b], nulls[a:b],
+                             max_gap=max_gap, max_range=max_range, max_waste=max_waste, avoid=avoid[u])
+                for u, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    all_null = [[] for _ in range(nseg)]
+    if nulls.any():
+        for i, j in zip(*(a.tolist() for a in np.nonzero(nulls))):
+            all_null[int(seg[i])].append((int(rgs[i]), int(cols[i, j])))
+    take = np.nonzero(~nulls)
+    g = seg[take[0]]
+    s, n, r, c = starts[take], lengths[take], rgs[take[0]], cols[take]
+    shifted = s + g * stride
+    order = np.lexsort((c, r, n, shifted))  # by unit and start, then length, row group, column
+    # barriers: all-null chunks' starts, and the avoided columns' chunks, each within its unit
+    bar = [starts[nulls], seg[np.nonzero(nulls)[0]]]
+    for u, cols_u in enumerate(avoid):
+        a, b = bounds[u], bounds[u + 1]
+        if len(cols_u) and b > a:
+            got = pms[u].chunks[rgs[a:b, None], np.asarray(cols_u, np.int64)[None, :]]["byte_range_start"]
+            bar += [got.ravel().astype(np.int64), np.full(got.size, u, np.int64)]
+    b_at, b_seg = (np.concatenate(bar[0::2]), np.concatenate(bar[1::2])) if len(bar) > 2 else bar
+    inside = (b_at >= 0) & (b_at < stride)
+    barriers = np.sort(b_at[inside] + b_seg[inside] * stride)
+    shifted, g = shifted[order], g[order]
+    s, n, r, c = (a[order].tolist() for a in (s, n, r, c))
+    plans = [Plan([], all_null[u], 0) for u in range(nseg)]
+    if s:
+        first, _, length, useful = (a.tolist() for a in _coalesce.runs(
+            shifted, np.asarray(n, np.int64), barriers, float(max_gap), float(max_range), float(max_waste)))
+        items = list(zip(r, c, s, n))
+        ends = first[1:] + [len(s)]
+        gl = g.tolist()
+        for i, j, ln, u in zip(first, ends, length, useful):
+            plans[gl[i]].ranges.append(Range(s[i], ln, items[i:j], u))
+        for u, ln in zip(gl, n):  # Python ints: exact, as plan_records' sum
+            plans[u].chunk_bytes += ln
+    return plans
 
 
 def coalesce(spans, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE, max_waste=DEFAULT_MAX_WASTE,

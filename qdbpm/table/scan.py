@@ -5,8 +5,8 @@ matching rows) or full (statistics prove every row matches). Full row groups nee
 so they never fetch a predicate-only column (its chunks are not even filler inside a coalesced
 range) and `count()` takes their rows from `_pm` alone. Row groups without rows are never
 fetched. Everything else goes through one path: consecutive row groups of a partition with the
-same class form units of at most a quarter of the memory budget, each planned by
-`ranges.plan` (the one coalescing rule), fetched ahead by `pipeline.stream`, then decoded and
+same class form units of at most a quarter of the memory budget (`units.plan_units`), each
+planned by `ranges.plan_records` (the one coalescing rule), fetched ahead by `pipeline.stream`, then decoded and
 filtered exactly (`decode`). Hive partition keys decide first (`Table.key_plan`): partitions
 they rule out are never opened, each other one is filtered by what its keys leave of the
 predicate, and key columns are its key values repeated."""
@@ -28,11 +28,10 @@ from ..prune.filters import as_predicate
 from .. import arrays
 from . import direct, pool
 from .decider import decider_for
-from .decode import (
-    decode_chunks, decode_partition, decoded_bytes, filter_rows, filterable, late_columns, strict_views,
-)
-from .pipeline import DEFAULT_WORKERS, Unit, chunks_of, stream
-from .ranges import DEFAULT_MAX_GAP, all_null_mask, plan, plan_records
+from .decode import decode_chunks, decode_partition, filter_rows, filterable, late_columns, strict_views
+from .pipeline import DEFAULT_WORKERS, chunks_of, stream
+from .ranges import DEFAULT_MAX_GAP
+from .units import Job, plan_units
 
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes fetched or decoded and not yet yielded, per stream
 MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's fetched + decoded bytes (also at most budget / 4)
@@ -207,7 +206,8 @@ class Scan:
         """The exact number of matching rows: full row groups from `_pm` alone; partial ones by
         fetching and filtering only the predicate's columns."""
         total = self._full_rows  # summed over each schema group's full survivors at once
-        units = [u for p in self._parts if not p.full.all() for u in self._units(p, ~p.full, p.pred_cols, False)]
+        jobs = [self._job(p, ~p.full, p.pred_cols, False) for p in self._parts if not p.full.all()]
+        units = [u for us in plan_units(jobs, self._cap(), self.max_gap) for u in us]
         for unit, blobs in self._stream(units, inline=self._inline(units)):
             total += self._count(unit, blobs)
         return total
@@ -302,37 +302,21 @@ class Scan:
 
     def _units_for_read(self) -> list:
         if self._read_units is None:
-            self._read_units = []
-            for p in self._parts:
-                units = self._units(p, p.full, p.want, True) + self._units(p, ~p.full, p.want + p.extra, False)
-                self._read_units += sorted(units, key=lambda u: u.row_groups[0])
+            jobs = [j for p in self._parts for j in (self._job(p, p.full, p.want, True),
+                                                      self._job(p, ~p.full, p.want + p.extra, False))]
+            planned = plan_units(jobs, self._cap(), self.max_gap)
+            self._read_units = [u for i in range(0, len(planned), 2)
+                                for u in sorted(planned[i] + planned[i + 1], key=lambda u: u.row_groups[0])]
         return self._read_units
 
-    def _units(self, p, select, cols, full) -> list:
-        """Units over p's survivors where `select` holds: runs of consecutive survivors (in p.rgs)
-        split so that each stays within the unit size, a lone larger row group alone."""
-        idx = np.nonzero(select)[0]
-        if not idx.size:
-            return []
-        cap = max(1, min(self.memory_budget // 4, MAX_UNIT_BYTES))
-        picked, at = p.rgs[idx], np.asarray(cols, np.int64)
-        # one selection of the chunk records serves the unit sizes and every unit's plan
-        sub = p.pm.chunks[np.ix_(picked, at)] if cols else None
-        nulls = None if sub is None else all_null_mask(sub, p.pm.columns["max_def_level"][at][None, :])
-        decoded = decoded_bytes(p.pm, picked, cols, sub)
-        est = decoded if sub is None else decoded + np.where(nulls, 0, sub["total_compressed"].astype(np.int64)).sum(1)
-        avoid = p.extra if full else []
-        out, start, acc = [], 0, 0
-        for i in range(idx.size + 1):
-            if i == idx.size or (i > start and (idx[i] != idx[i - 1] + 1 or acc + int(est[i]) > cap)):
-                run, got = picked[start:i], slice(start, i)
-                out.append(Unit(p.name, p.pm, p.path, run.tolist(), list(cols), full, plan_records(
-                    p.pm, run, at, sub[got], nulls[got], max_gap=self.max_gap, avoid=avoid) if cols else
-                    plan(p.pm, run, cols, max_gap=self.max_gap), int(decoded[got].sum())))
-                start, acc = i, 0
-            if i < idx.size:
-                acc += int(est[i])
-        return out
+    def _job(self, p, select, cols, full) -> Job:
+        """units.Job of p's survivors where `select` holds (a full one never fetches p.extra)."""
+        idx = np.flatnonzero(select)
+        return Job(p.name, p.pm, p.path, p.rgs[idx], idx, cols, full, p.extra if full else [])
+
+    def _cap(self) -> int:
+        """A unit's most bytes (fetched + decoded): a quarter of the budget, MAX_UNIT_BYTES at most."""
+        return max(1, min(self.memory_budget // 4, MAX_UNIT_BYTES))
 
     def _inline(self, units) -> bool:
         """Fetch in the calling thread (no fetch thread started): a single range, or any local

@@ -1,7 +1,8 @@
 """The coalescing kernel (qdbpm/table/_coalesce.pyx) against its reference
 (`ranges.coalesce_reference`, the rule one span at a time in Python), on seeded random spans
-that overlap, touch, hold zero lengths and cross barriers, and `plan` on a real file against the
-plan built the way it was before the kernel (sorted items through the reference)."""
+that overlap, touch, hold zero lengths and cross barriers, `plan` on a real file against the
+plan built the way it was before the kernel (sorted items through the reference), and
+`plan_many` (many units in one pass) against each unit planned alone."""
 
 import random
 
@@ -12,7 +13,8 @@ import pytest
 
 from qdbpm import generate, open as open_pm
 from qdbpm.table import _coalesce
-from qdbpm.table.ranges import all_null_mask, coalesce, coalesce_reference, plan
+from qdbpm.errors import CorruptFileError
+from qdbpm.table.ranges import all_null_mask, coalesce, coalesce_reference, plan, plan_many, plan_records
 
 CASES = 400
 
@@ -112,3 +114,79 @@ def test_plan_on_a_real_file_is_the_plan_before_the_kernel(tmp_path):
         got = plan(pm, rgs, cols, avoid=avoid, **kw)
         assert _shape(got.ranges) == _shape(_plan_before(pm, rgs, cols, avoid, **kw))
         assert got.chunk_bytes == sum(r.useful for r in got.ranges)
+
+
+def _files(tmp_path, k):
+    """k real files of different shapes (nulls, an all-null column, strings), each with its _pm."""
+    pms = []
+    for f in range(k):
+        rng = np.random.default_rng(f)
+        n = 1500 + 700 * f
+        t = pa.table({"a": pa.array(rng.integers(0, 100, n)),
+                      "b": pa.array([None if i % (f + 2) else f"s{i}" for i in range(n)]),
+                      "c": pa.array([None] * n, pa.float64()),
+                      "d": pa.array(rng.random(n))})
+        d = tmp_path / f"p{f}"
+        d.mkdir()
+        pq.write_table(t, d / "data.parquet", row_group_size=300 + 100 * f)
+        generate(str(d / "data.parquet"), str(d / "_pm"))
+        pms.append(open_pm(str(d / "_pm")))
+    return pms
+
+
+def _units(pick, pms, width):
+    """Random units of `width` columns: (pm, rgs, cols, avoid)."""
+    out = []
+    for _ in range(pick.randint(1, 12)):
+        pm = pick.choice(pms)
+        a = pick.randrange(pm.row_group_count)
+        rgs = np.arange(a, pick.randint(a + 1, pm.row_group_count), dtype=np.int64)
+        cols = np.asarray(sorted(pick.sample(range(pm.column_count), width)), np.int64)
+        avoid = [c for c in range(pm.column_count) if c not in cols and pick.random() < 0.5]
+        out.append((pm, rgs, cols, avoid))
+    return out
+
+
+def _many(units, **kw):
+    subs = [pm.chunks[rgs[:, None], cols[None, :]] for pm, rgs, cols, _ in units]
+    sub = np.concatenate(subs)
+    cols = np.concatenate([np.broadcast_to(cols, (len(rgs), len(cols))) for _, rgs, cols, _ in units])
+    meta = np.concatenate([np.broadcast_to(pm.columns[c], (len(r), len(c))) for pm, r, c, _ in units])
+    nulls = all_null_mask(sub, meta["max_def_level"])
+    return sub, cols, nulls, plan_many([u[0] for u in units], [len(u[1]) for u in units],
+                                       np.concatenate([u[1] for u in units]), cols, sub, nulls,
+                                       [u[3] for u in units], **kw)
+
+
+def _full(p):
+    return (_shape(p.ranges), p.all_null, p.chunk_bytes)
+
+
+@pytest.mark.parametrize("max_gap", [0, 100, 64 * 1024, float("inf")])  # inf: each unit alone
+def test_plan_many_is_each_unit_planned_alone(tmp_path, max_gap):
+    pms = _files(tmp_path, 3)
+    pick = random.Random(11)
+    for _ in range(25):
+        units = _units(pick, pms, pick.randint(1, 4))
+        kw = dict(max_gap=max_gap, max_waste=pick.choice([0.0, 0.05, 10.0]))
+        _, _, _, plans = _many(units, **kw)
+        assert len(plans) == len(units)
+        for (pm, rgs, cols, avoid), got in zip(units, plans):
+            assert _full(got) == _full(plan(pm, rgs, cols, avoid=avoid, **kw))
+
+
+def test_plan_many_refuses_a_chunk_outside_the_data_naming_its_file(tmp_path):
+    pms = _files(tmp_path, 2)
+    units = [(pms[0], np.arange(2, dtype=np.int64), np.array([0, 3]), []),
+             (pms[1], np.arange(1, 3, dtype=np.int64), np.array([0, 3]), [])]
+    sub, cols, nulls, _ = _many(units)
+    # (1 << 63) - 1: start + length would wrap past int64 to below the limit
+    for field, value in (("total_compressed", (1 << 63) - 1), ("total_compressed", 1 << 63),
+                         ("total_compressed", (1 << 64) - 1),
+                         ("byte_range_start", (1 << 64) - 8), ("total_compressed", pms[1].parquet_footer_offset)):
+        bad = sub.copy()
+        bad[field][3, 1] = value  # unit 2's second row: row group 2, column 3
+        with pytest.raises(CorruptFileError, match=r"p1/_pm: row group 2 column 3 chunk"):
+            plan_many(pms, [2, 2], np.array([0, 1, 1, 2]), cols, bad, nulls, [[], []])
+        with pytest.raises(CorruptFileError, match=r"p1/_pm: row group 2 column 3 chunk"):
+            plan_records(pms[1], np.array([1, 2]), np.array([0, 3]), bad[2:], nulls[2:])
