@@ -1,7 +1,7 @@
 """TPC-H lineitem end to end (issue 17): `read_table` of selective queries, one shot, vs DuckDB.
 
     python benchmarks/compare.py --skip ... (scenario `tpch`), or alone:
-    python benchmarks/compare_tpch.py [--rounds N]
+    python benchmarks/compare_tpch.py [--rounds N] [--breakdown]
 
 Data: lineitem at scale factor 1 (6 M rows) from tpchgen-cli (PyPI), re-written by DuckDB sorted by
 l_shipdate into one partition per ship month (84 partitions, DuckDB's default row groups), each
@@ -15,6 +15,11 @@ qdbpm: `read_table(root, columns, where)` with nothing kept (the table opened, p
 closed in the call; Q6's sum in pyarrow.compute over the rows it returns). DuckDB: the SELECT over
 the file list with threads=1 and its Parquet metadata cache on and warm. Goal: qdbpm >= 2x faster
 on each query.
+
+--breakdown: where a one-shot read's time goes, each stage timed alone in the same rounds (open
+only; open + plan: the scan pruned, its byte ranges and schema worked out; the read of a scan
+planned outside the clock), with each contender's CPU time beside its wall time (qdbpm's decode
+pool runs beside the calling thread; DuckDB has one thread). Report only: no goal.
 """
 
 from __future__ import annotations
@@ -102,15 +107,56 @@ def scenario_tpch(rep, rounds, target, scale=SCALE):
     return contenders
 
 
+def scenario_breakdown(rep, rounds, target, scale=SCALE):
+    """One-shot read_table split into its stages (module docstring, --breakdown)."""
+    from qdbpm.table.read import read_table
+    from qdbpm.table.table import open_table
+
+    root = lineitem(scale)
+    files = sorted(glob.glob(os.path.join(root, "*", "data.parquet")))
+    con = duckdb_connection(True)
+    for name, (select, where) in QUERIES.items():
+        columns = ["l_extendedprice", "l_discount"] if name == "Q6" else None
+        finish = _q6_sum if name == "Q6" else (lambda t: t)
+        sql = f"SELECT {select} FROM read_parquet({files!r}) WHERE {where}"
+        con.sql(sql).to_arrow_table()  # DuckDB's metadata cache warm
+
+        def planned(where=where, columns=columns):
+            t = open_table(root)
+            s = t.scan(where, columns)
+            s.byte_ranges(), s.schema
+            return t, s
+
+        def opened_and_planned(where=where, columns=columns):
+            t, _ = planned(where, columns)
+            t.close()
+
+        cs = run_rounds([
+            Contender(f"qdbpm one shot ({name})", lambda w=where, c=columns, f=finish: f(read_table(root, c, w)),
+                      note="open + plan + read + close"),
+            Contender("  open_table + close", lambda: open_table(root).close(), note="every _pm read and checked"),
+            Contender("  open + plan + close", opened_and_planned, note="pruned, byte ranges, schema"),
+            Contender("  read of a planned scan", lambda ts, f=finish: f(ts[1].to_table()), setup=planned,
+                      teardown=lambda ts: ts[0].close(), note="fetch, filter, gather, build"),
+            Contender(f"DuckDB SELECT, threads=1 ({name})", lambda sql=sql: con.sql(sql).to_arrow_table()),
+        ], rounds, target)
+        cpu = {c.name: f"cpu {c.cpu_median * 1e3:6.2f} ms ({c.cpu_median / c.median:.2f} of wall)" for c in cs}
+        rep.table("tpch breakdown", f"lineitem SF{scale}; {name}", cs, cs[0], cpu)
+    con.close()
+
+
 def main(argv=None):
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--scale", type=int, default=SCALE)
+    ap.add_argument("--breakdown", action="store_true", help="also time a one-shot read's stages alone")
     args = ap.parse_args(argv)
     rep = Report()
     scenario_tpch(rep, args.rounds, 0.2, args.scale)
+    if args.breakdown:
+        scenario_breakdown(rep, args.rounds, 0.2, args.scale)
     rep.print_goals()
 
 
