@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..pm import layout as L
 from .decode import decoded_estimate
 from .pipeline import Unit
 from .ranges import all_null_mask, plan, plan_many
+
+
+_CHUNK_RAW = np.dtype((np.void, L.CHUNK_DTYPE.itemsize))
+_COLUMN_RAW = np.dtype((np.void, L.COLUMN_DTYPE.itemsize))
 
 
 class Job:
@@ -45,19 +50,21 @@ def plan_units(jobs, cap, max_gap) -> list:
                 out[k] = [Unit(j.name, j.pm, j.path, j.rgs[a:b].tolist(), [], j.full, plan(j.pm, j.rgs[a:b], []), 0)
                           for a, b in _cuts(j, zero, cap)]
             continue
+        # selected and joined as raw records (void): numpy indexes and joins structured arrays
+        # field by field, ~9x slower over a thousand small selections
         subs, metas, ats = [], [], []
         for k in ks:
             j = jobs[k]
             at = np.asarray(j.cols, np.int64)
-            subs.append(j.pm.chunks[j.rgs[:, None], at[None, :]])
-            metas.append(j.pm.columns[at])
+            subs.append(j.pm.chunks.view(_CHUNK_RAW)[j.rgs[:, None], at[None, :]])
+            metas.append(j.pm.columns.view(_COLUMN_RAW)[at])
             ats.append(at)
         counts = [len(jobs[k].rgs) for k in ks]
         one = len(ks) == 1
-        sub = subs[0] if one else np.concatenate(subs)
+        sub = (subs[0] if one else np.concatenate(subs)).view(L.CHUNK_DTYPE)
         rgs = jobs[ks[0]].rgs if one else np.concatenate([jobs[k].rgs for k in ks])
         cols = np.repeat(np.concatenate(ats).reshape(len(ks), width), counts, axis=0)  # each cell's column
-        meta = np.repeat(np.concatenate(metas).reshape(len(ks), width), counts, axis=0)
+        meta = np.repeat(np.concatenate(metas).reshape(len(ks), width), counts, axis=0).view(L.COLUMN_DTYPE)
         nulls = all_null_mask(sub, meta["max_def_level"])
         decoded = decoded_estimate(sub, meta)
         est = (decoded + np.where(nulls, 0, sub["total_compressed"].astype(np.int64)).sum(axis=1)).tolist()
