@@ -112,12 +112,21 @@ def _kind(el, ptype, t):
     return None
 
 
-def kinds(pm, rgs, cols, schemas, fields):
+def taken_rows(records) -> np.ndarray:
+    """Per row of chunk records (2-D: row groups x columns), whether this path takes every chunk's
+    encodings and codec: what `kinds` checks, for a planner sizing many units at once."""
+    return (_ENCODINGS_TABLE[records["encodings"]] & _CODECS_TABLE[records["codec"]]).all(axis=-1)
+
+
+def kinds(pm, rgs, cols, schemas, fields, taken=None):
     """Per column of `cols`, how it is built here; None when any column or chunk of row groups
     `rgs` is not this path's (the unit goes to pyarrow whole). The per-column part depends on the
-    column schema only and is kept on `schemas`; the chunks' encodings and codecs are per unit."""
-    sub = pm.chunks[rgs[0], cols] if len(rgs) == 1 else pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))]
-    if not (_ENCODINGS_TABLE[sub["encodings"]].all() and _CODECS_TABLE[sub["codec"]].all()):
+    column schema only and is kept on `schemas`; the chunks' encodings and codecs are per unit.
+    `taken`: `taken_rows` over the unit's rows, all true (or not), when the caller knows it."""
+    if taken is None:
+        sub = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))]
+        taken = bool(taken_rows(sub).all())
+    if not taken:
         return None
     return schemas.cached(("direct kinds", tuple(cols)), lambda: _column_kinds(pm, cols, schemas, fields))
 

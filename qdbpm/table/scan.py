@@ -403,7 +403,7 @@ class Scan:
         if id(unit) in self._taken:
             return self._taken[id(unit)] if keep else self._taken.pop(id(unit))
         fields = schemas.fields(unit.pm, unit.columns)
-        ks = direct.kinds(unit.pm, unit.row_groups, unit.columns, schemas, fields)
+        ks = direct.kinds(unit.pm, unit.row_groups, unit.columns, schemas, fields, unit.direct)
         got = None if ks is None else (fields, ks)
         if keep:
             self._taken[id(unit)] = got

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..pm import layout as L
+from . import direct
 from .decode import decoded_estimate
 from .pipeline import Unit
 from .ranges import all_null_mask, plan, plan_many
@@ -68,7 +69,7 @@ def plan_units(jobs, cap, max_gap) -> list:
         nulls = all_null_mask(sub, meta["max_def_level"])
         decoded = decoded_estimate(sub, meta)
         est = (decoded + np.where(nulls, 0, sub["total_compressed"].astype(np.int64)).sum(axis=1)).tolist()
-        decoded = decoded.tolist()
+        decoded, taken = decoded.tolist(), direct.taken_rows(sub).tolist()
         segs, start = [], 0  # (job, first row, end row) of each unit
         for k, n in zip(ks, counts):
             segs += [(k, start + a, start + b) for a, b in _cuts(jobs[k], est[start:start + n], cap)]
@@ -77,7 +78,8 @@ def plan_units(jobs, cap, max_gap) -> list:
                           [jobs[k].avoid for k, _, _ in segs], max_gap=max_gap)
         for (k, a, b), p in zip(segs, plans):
             j = jobs[k]
-            out[k].append(Unit(j.name, j.pm, j.path, rgs[a:b].tolist(), list(j.cols), j.full, p, sum(decoded[a:b])))
+            out[k].append(Unit(j.name, j.pm, j.path, rgs[a:b].tolist(), list(j.cols), j.full, p, sum(decoded[a:b]),
+                               all(taken[a:b])))
     return out
 
 

@@ -190,6 +190,11 @@ def test_other_shapes_go_to_pyarrow_and_read_the_same(tmp_path, case):
         schemas = t.column_schemas("part=0")
         assert direct.kinds(pm, [0], [0, 1], schemas, schemas.fields(pm, [0, 1])) is None
         assert direct.kinds(pm, [0], [0], schemas, schemas.fields(pm, [0])) is not None
+        # the planner's flag per unit (units.plan_units) is kinds' own chunk check
+        for where in (None, "k < 10"):
+            for u in t.scan(where, ["k", "v"])._units_for_read():
+                own = bool(direct.taken_rows(pm.chunks[np.ix_(u.row_groups, u.columns)]).all())
+                assert u.direct is own and own is (case not in ("delta",)), (case, u)
     path = os.path.join(root, "part=0", "data.parquet")
     want = pq.read_table(path)
     assert read_table(root, ["k", "v"]).equals(want)
