@@ -20,6 +20,7 @@ class Decider:
 
     MEMO_VALUES = 4096  # per column: a larger union of dictionaries is not kept
     MEMO_COLUMNS = 64
+    SMALL = 256  # dictionaries up to this many values are looked up through a dict (numpy costs more)
 
     def __init__(self, decide):
         self.decide, self.memo = decide, {}  # key -> (sorted value bits, answer per value, answer of null)
@@ -57,12 +58,17 @@ class Decider:
         hit = self.memo.get(key)
         if hit is None:
             return None
-        known, answers, null = hit
+        known, answers, null = hit[:3]
         if values is None:  # every chunk all null
             return np.array([null], np.uint8)
         if not len(known):
             return None
         bits = self._bits(values)
+        if len(bits) <= self.SMALL:  # a dict per value: no numpy call per value (hit[3], remember)
+            try:
+                return np.array([hit[3][v] for v in bits.tolist()] + [int(null)], np.uint8)
+            except KeyError:
+                return None
         pos = np.minimum(np.searchsorted(known, bits), len(known) - 1)
         if not (known[pos] == bits).all():
             return None
@@ -83,7 +89,8 @@ class Decider:
             return
         if len(self.memo) >= self.MEMO_COLUMNS and key not in self.memo:
             self.memo.clear()
-        self.memo[key] = (known, answers[first], lut[-1])
+        answers = answers[first]
+        self.memo[key] = (known, answers, lut[-1], dict(zip(known.tolist(), answers.tolist())))
 
 
 def decider_for(cache, residual, names, arrow_filter):

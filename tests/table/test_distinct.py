@@ -199,9 +199,11 @@ def test_dictionaries_decided_before_are_looked_up_across_partitions(tmp_path, m
     assert seen["hit"] and seen["miss"]
 
 
-def test_decider_memo_matches_values_by_bits():
+@pytest.mark.parametrize("small", [0, Decider.SMALL])  # lookups through numpy, and through a dict
+def test_decider_memo_matches_values_by_bits(monkeypatch, small):
     """The memo answers only for values it holds bit for bit; a new value, or another NaN or
     zero, is left to the filter."""
+    monkeypatch.setattr(Decider, "SMALL", small)
     d = Decider(lambda t: {})
     f = pa.field("f", pa.float64())
     got = [pages.Fixed(np.array([0.0, 1.5, np.nan]), None)]
