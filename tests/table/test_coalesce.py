@@ -190,3 +190,22 @@ def test_plan_many_refuses_a_chunk_outside_the_data_naming_its_file(tmp_path):
             plan_many(pms, [2, 2], np.array([0, 1, 1, 2]), cols, bad, nulls, [[], []])
         with pytest.raises(CorruptFileError, match=r"p1/_pm: row group 2 column 3 chunk"):
             plan_records(pms[1], np.array([1, 2]), np.array([0, 3]), bad[2:], nulls[2:])
+
+
+@pytest.mark.parametrize("cells", [1, 7, 1 << 16])  # each job its own batch, a few jobs, all at once
+def test_a_scans_units_are_planned_alike_in_batches_of_any_size(tmp_path, monkeypatch, cells):
+    """units.plan_units in batches of BATCH_CELLS records: each unit's plan is plan() of its own
+    row groups and columns, whichever batch it fell in (memory_budget small: runs get cut)."""
+    from qdbpm import open_table
+    from qdbpm.table import units
+
+    _files(tmp_path, 3)
+    monkeypatch.setattr(units, "BATCH_CELLS", cells)
+    with open_table(str(tmp_path)) as t:
+        for where, cols, budget in (("a < 50", ["d"], 256 << 20), (None, None, 1 << 16), ("b = 's4'", ["a", "b"], 1 << 18)):
+            s = t.scan(where, cols, memory_budget=budget)
+            got = s._units_for_read()
+            assert got and sum(len(u.row_groups) for u in got) == len(s.row_groups())
+            for u in got:
+                avoid = [c for c in s._by_name[u.partition].extra] if u.full else []
+                assert _full(u.plan) == _full(plan(u.pm, u.row_groups, u.columns, avoid=avoid)), (where, u)
