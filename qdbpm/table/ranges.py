@@ -150,7 +150,8 @@ def plan_many(pms, counts, rgs, cols, sub, nulls, avoid, *, max_gap=DEFAULT_MAX_
     lengths = sub["total_compressed"].astype(np.int64)
     _check_inside(starts, lengths, limits[seg][:, None], nulls,
                   lambda i, j: (pms[int(seg[i])], int(rgs[i]), int(cols[i, j])))
-    stride = int(max(int(limits.max()), 0)) + int(min(max_gap, 1 << 62)) + 1
+    # past every unit's data and its gap (a gap below 0 merges nothing across units either)
+    stride = int(max(int(limits.max()), 0)) + max(0, int(min(max_gap, 1 << 62))) + 1
     if stride * nseg >= 1 << 62:  # never for real files: then one unit at a time
         return [plan_records(pms[u], rgs[a:b], cols[a], sub[a:b], nulls[a:b],
                              max_gap=max_gap, max_range=max_range, max_waste=max_waste, avoid=avoid[u])

@@ -6,7 +6,7 @@ so they never fetch a predicate-only column (its chunks are not even filler insi
 range) and `count()` takes their rows from `_pm` alone. Row groups without rows are never
 fetched. Everything else goes through one path: consecutive row groups of a partition with the
 same class form units of at most a quarter of the memory budget (`units.plan_units`), each
-planned by `ranges.plan_records` (the one coalescing rule), fetched ahead by `pipeline.stream`, then decoded and
+planned by `ranges.plan_many` (the one coalescing rule), fetched ahead by `pipeline.stream`, then decoded and
 filtered exactly (`decode`). Hive partition keys decide first (`Table.key_plan`): partitions
 they rule out are never opened, each other one is filtered by what its keys leave of the
 predicate, and key columns are its key values repeated."""

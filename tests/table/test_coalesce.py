@@ -162,7 +162,7 @@ def _full(p):
     return (_shape(p.ranges), p.all_null, p.chunk_bytes)
 
 
-@pytest.mark.parametrize("max_gap", [0, 100, 64 * 1024, float("inf")])  # inf: each unit alone
+@pytest.mark.parametrize("max_gap", [-70_000, -1, 0, 100, 64 * 1024, 1e300, float("inf")])  # 1e300, inf: each unit alone
 def test_plan_many_is_each_unit_planned_alone(tmp_path, max_gap):
     pms = _files(tmp_path, 3)
     pick = random.Random(11)
