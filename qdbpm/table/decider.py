@@ -23,7 +23,9 @@ class Decider:
     SMALL = 256  # dictionaries up to this many values are looked up through a dict (numpy costs more)
 
     def __init__(self, decide):
-        self.decide, self.memo = decide, {}  # key -> (sorted value bits, answer per value, answer of null)
+        # key -> (sorted value bits, answer per value, answer of null, {bits: answer}: the same
+        # answers as a dict, for lookups of up to SMALL values)
+        self.decide, self.memo = decide, {}
         # columns whose values outgrew MEMO_VALUES: neither looked up nor kept again (a price
         # column's thousands of distinct values made every unit sort them all for nothing)
         self.refused = set()

@@ -123,14 +123,14 @@ for _t, _w in {L.PT_BOOLEAN: 1, L.PT_INT32: 4, L.PT_INT64: 8, L.PT_INT96: 8, L.P
 _BYTE_ARRAY_EXPANSION = 4  # decoded data per compressed byte of a string chunk: a typical codec ratio
 
 
-def decoded_bytes(pm, rgs, cols, chunks=None) -> np.ndarray:
+def decoded_bytes(pm, rgs, cols) -> np.ndarray:
     """An estimate of the Arrow bytes each row group in `rgs` takes once columns `cols` are decoded
     (`_pm` keeps no uncompressed size): values x width plus a validity bit, strings by their
-    compressed size x a typical ratio. What the scan's memory budget charges for decoding.
-    `chunks`: pm.chunks at rgs x cols, when the caller holds them."""
+    compressed size x a typical ratio. What the scan's memory budget charges for decoding (the
+    scan sizes many partitions at once through `decoded_estimate`)."""
     if not len(rgs) or not len(cols):
         return np.zeros(len(rgs), np.int64)
-    ch = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))] if chunks is None else chunks
+    ch = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))]
     return decoded_estimate(ch, pm.columns[np.asarray(cols, np.int64)][None, :])
 
 

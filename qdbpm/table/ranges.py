@@ -88,23 +88,10 @@ def plan(pm, row_groups=None, columns=None, *, max_gap=DEFAULT_MAX_GAP, max_rang
 def plan_records(pm, rgs, cols, sub, nulls, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE,
                  max_waste=DEFAULT_MAX_WASTE, avoid=()) -> Plan:
     """`plan` of row groups `rgs` x columns `cols` (int64 arrays, valid indexes) from their chunk
-    records `sub` (pm.chunks at rgs x cols) and `all_null_mask(sub, ...)`: for a caller holding
-    them already (Scan plans every unit of a partition from one selection)."""
-    starts = sub["byte_range_start"].astype(np.int64)
-    lengths = sub["total_compressed"].astype(np.int64)
-    _check_inside(starts, lengths, _limits([pm])[0], nulls, lambda i, j: (pm, int(rgs[i]), int(cols[j])))
-    all_null = [(int(rgs[i]), int(cols[j])) for i, j in zip(*np.nonzero(nulls))]
-    take = np.nonzero(~nulls)
-    s, n, r, c = starts[take], lengths[take], rgs[take[0]], cols[take[1]]
-    order = np.lexsort((c, r, n, s))  # by start, then length, row group, column
-    # All-null chunks are never fetched, not even as filler inside a coalesced range.
-    barriers = starts[nulls].ravel()
-    if len(avoid) and rgs.size:
-        avoided = pm.chunks[rgs[:, None], np.asarray(avoid, np.int64)[None, :]]["byte_range_start"].ravel()
-        barriers = np.concatenate([barriers, avoided.astype(np.int64)])
-    s, n, r, c = (a[order].tolist() for a in (s, n, r, c))
-    ranges = _ranges(s, n, list(zip(r, c, s, n)), np.sort(barriers), max_gap, max_range, max_waste)
-    return Plan(ranges, all_null, sum(n))
+    records `sub` (pm.chunks at rgs x cols) and `all_null_mask(sub, ...)`: `plan_many` of one unit."""
+    cells = np.broadcast_to(np.asarray(cols, np.int64), sub.shape) if sub.size else np.zeros(sub.shape, np.int64)
+    return plan_many([pm], [sub.shape[0]], np.asarray(rgs, np.int64), cells, sub, nulls, [avoid], max_gap=max_gap,
+                     max_range=max_range, max_waste=max_waste)[0]
 
 
 def _limits(pms) -> np.ndarray:
@@ -129,12 +116,12 @@ def _check_inside(starts, lengths, limit, nulls, where):
 
 def plan_many(pms, counts, rgs, cols, sub, nulls, avoid, *, max_gap=DEFAULT_MAX_GAP, max_range=DEFAULT_MAX_RANGE,
               max_waste=DEFAULT_MAX_WASTE) -> list:
-    """`plan_records` of many units at once, one Plan per unit, equal to planning each alone
+    """The byte-range plans of many units at once, one Plan per unit, equal to planning each alone
     (tests/table/test_coalesce.py holds it to that): a scan of thousands of partitions plans as
     many units, and per unit the numpy calls cost more than the rule. Unit u is `counts[u]`
     consecutive rows of `sub` / `nulls` (chunk records, 2-D, and their all_null_mask) of
     snapshot pms[u]; `rgs`: each row's row group; `cols`: each cell's column (2-D, like `sub`);
-    `avoid[u]`: columns of unit u never fetched (plan_records' avoid).
+    `avoid[u]`: columns of unit u whose chunks are never fetched (plan's avoid).
 
     One pass of the coalescing kernel serves every unit: unit u's offsets are moved up by u x a
     stride wider than any unit's Parquet data plus max_gap, so no range spans two units and each
@@ -152,9 +139,9 @@ def plan_many(pms, counts, rgs, cols, sub, nulls, avoid, *, max_gap=DEFAULT_MAX_
                   lambda i, j: (pms[int(seg[i])], int(rgs[i]), int(cols[i, j])))
     # past every unit's data and its gap (a gap below 0 merges nothing across units either)
     stride = int(max(int(limits.max()), 0)) + max(0, int(min(max_gap, 1 << 62))) + 1
-    if stride * nseg >= 1 << 62:  # never for real files: then one unit at a time
-        return [plan_records(pms[u], rgs[a:b], cols[a], sub[a:b], nulls[a:b],
-                             max_gap=max_gap, max_range=max_range, max_waste=max_waste, avoid=avoid[u])
+    if nseg > 1 and stride * nseg >= 1 << 62:  # never for real files: then one unit at a time
+        return [plan_many([pms[u]], [b - a], rgs[a:b], cols[a:b], sub[a:b], nulls[a:b], [avoid[u]],
+                          max_gap=max_gap, max_range=max_range, max_waste=max_waste)[0]
                 for u, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
     all_null = [[] for _ in range(nseg)]
     if nulls.any():
@@ -163,18 +150,22 @@ def plan_many(pms, counts, rgs, cols, sub, nulls, avoid, *, max_gap=DEFAULT_MAX_
     take = np.nonzero(~nulls)
     g = seg[take[0]]
     s, n, r, c = starts[take], lengths[take], rgs[take[0]], cols[take]
-    shifted = s + g * stride
+    shifted = s + g * stride if nseg > 1 else s  # one unit: nothing to move apart
     order = np.lexsort((c, r, n, shifted))  # by unit and start, then length, row group, column
-    # barriers: all-null chunks' starts, and the avoided columns' chunks, each within its unit
-    bar = [starts[nulls], seg[np.nonzero(nulls)[0]]]
+    # All-null chunks are never fetched, not even as filler inside a coalesced range; nor are
+    # the avoided columns' chunks. Each barrier stays within its unit.
+    b_at, b_seg = [starts[nulls]], [seg[np.nonzero(nulls)[0]]]
     for u, cols_u in enumerate(avoid):
         a, b = bounds[u], bounds[u + 1]
         if len(cols_u) and b > a:
             got = pms[u].chunks[rgs[a:b, None], np.asarray(cols_u, np.int64)[None, :]]["byte_range_start"]
-            bar += [got.ravel().astype(np.int64), np.full(got.size, u, np.int64)]
-    b_at, b_seg = (np.concatenate(bar[0::2]), np.concatenate(bar[1::2])) if len(bar) > 2 else bar
-    inside = (b_at >= 0) & (b_at < stride)
-    barriers = np.sort(b_at[inside] + b_seg[inside] * stride)
+            b_at.append(got.ravel().astype(np.int64))
+            b_seg.append(np.full(got.size, u, np.int64))
+    b_at, b_seg = np.concatenate(b_at), np.concatenate(b_seg)
+    if nseg > 1:
+        inside = (b_at >= 0) & (b_at < stride)
+        b_at = b_at[inside] + b_seg[inside] * stride
+    barriers = np.sort(b_at)
     shifted, g = shifted[order], g[order]
     s, n, r, c = (a[order].tolist() for a in (s, n, r, c))
     plans = [Plan([], all_null[u], 0) for u in range(nseg)]
@@ -186,7 +177,7 @@ def plan_many(pms, counts, rgs, cols, sub, nulls, avoid, *, max_gap=DEFAULT_MAX_
         gl = g.tolist()
         for i, j, ln, u in zip(first, ends, length, useful):
             plans[gl[i]].ranges.append(Range(s[i], ln, items[i:j], u))
-        for u, ln in zip(gl, n):  # Python ints: exact, as plan_records' sum
+        for u, ln in zip(gl, n):  # Python ints: exact
             plans[u].chunk_bytes += ln
     return plans
 
