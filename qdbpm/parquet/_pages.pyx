@@ -337,6 +337,35 @@ cdef extern from *:
                                 const uint8_t* tab, uint64_t limit, uint8_t* out) noexcept nogil
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def mask_rows(const uint8_t[::1] mask, int64_t[::1] out):
+    """The positions of mask's nonzero bytes, ascending, into out[:k]; returns k. np.flatnonzero of
+    a filter pass's keep mask (`lookup_and`'s out): a word of 8 bytes per step, a zero word
+    skipped, a nonzero one's 8 positions written without a branch each (every position is
+    written, the next one over it unless its byte is nonzero). `out` holds at least k + 8
+    values (the caller counts k with np.count_nonzero); a mask with more raises."""
+    cdef Py_ssize_t n = mask.shape[0], cap = out.shape[0] - 8, i = 0, j = 0, b
+    cdef uint64_t w
+    if cap < 0:
+        raise ParquetFormatError("mask_rows: an output of fewer than 8 values")  # never: a guard
+    with nogil:
+        while i + 8 <= n and j <= cap:
+            w = load8(&mask[i])
+            if w:
+                for b in range(8):
+                    out[j] = i + b
+                    j += ((w >> (8 * b)) & 0xFF) != 0
+            i += 8
+        while i < n and j <= cap:
+            out[j] = i
+            j += mask[i] != 0
+            i += 1
+    if i < n or j > cap:
+        raise ParquetFormatError(f"mask_rows: more than {cap} rows kept")  # never: the caller counted
+    return j
+
+
 def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
                    const uint8_t[::1] lut, uint8_t[::1] out, int64_t limit):
     """out[k] &= lut[v_k] for the `count` values v_k of the RLE / bit-packed hybrid in

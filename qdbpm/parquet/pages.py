@@ -345,6 +345,18 @@ def lookup_and(split: Split, lut, null, out):
             seg[~valid] = 0
 
 
+def kept_rows(keep) -> np.ndarray:
+    """np.flatnonzero of a uint8 keep mask (`lookup_and`'s out) as int64 rows, by the kernel
+    (`_pages.mask_rows`): about twice numpy's speed on the sparse masks a selective filter leaves."""
+    k = int(np.count_nonzero(keep))
+    if k == 0 or k == len(keep):
+        return np.arange(k, dtype=np.int64)
+    out = buffers.empty(k + 8, np.int64)
+    if _pages.mask_rows(keep, out) != k:
+        raise ParquetFormatError("keep mask: rows kept changed while counted")  # never: a guard
+    return out[:k]
+
+
 def chunk_values(split: Split, rows=None):
     """The second half of `read_chunk`: the values of `rows` (None: all) of a split chunk."""
     ptype, pages = split.ptype, split.pages

@@ -356,7 +356,7 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
             else:
                 pages.lookup_and(x, lut[base:base + entries[i]], null, seg)
                 base += entries[i]
-    return np.flatnonzero(keep.view(bool)), splits
+    return pages.kept_rows(keep), splits
 
 
 def _held_fields(fields, ks, unscaled):
