@@ -3,7 +3,7 @@ qdbpm gives bit for bit; and late materialisation on top: a filtered unit decode
 columns, filters, and gathers only the kept rows of the others.
 
 A column is read here when the type pyarrow would give it (`ColumnSchemas.fields`, from the file's
-own footer) is a plain view of its physical values (`_kind`): int32/int64/uint32/uint64, float32/64,
+own footer) is a plain view of its physical values (`kinds`): int32/int64/uint32/uint64, float32/64,
 date32, timestamps in the Parquet unit, decimal128 of INT32/INT64 (widened), and string/binary
 (large too) of BYTE_ARRAY, bytes as stored (pyarrow does not check UTF-8 either). Everything else, and any chunk whose pages
 `parquet.pages` does not take, stays with pyarrow's reader (`decode.decode_partition`), whose
@@ -19,26 +19,14 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ParquetFormatError
-from ..parquet import constants as PQ
 from .. import buffers
 from ..parquet import pages
-from ..parquet.compact import T
 from ..pm import layout as L
 from ..prune.rows import unscaled_field
-from . import _decimals, pool
+from . import _decimals, kinds as K, pool
 
 Unsupported = pages.Unsupported
 
-# Chunk value encodings this path takes (`_pm` keeps no bit for RLE levels); DELTA_* and
-# BYTE_STREAM_SPLIT go to pyarrow.
-_ENCODINGS_OK = L.ENC_PLAIN | L.ENC_RLE_DICTIONARY
-_CODECS_OK = {L.CODEC_UNCOMPRESSED, L.CODEC_SNAPPY, L.CODEC_GZIP, L.CODEC_BROTLI, L.CODEC_ZSTD, L.CODEC_LZ4_RAW}
-# The two rules as tables over a chunk record's u1 fields: one lookup per unit, not a set per unit.
-_ENCODINGS_TABLE = (np.arange(256) & ~_ENCODINGS_OK) == 0
-_CODECS_TABLE = np.isin(np.arange(256), sorted(_CODECS_OK))
-_TS_UNITS = {1: "ms", 2: "us", 3: "ns"}  # Parquet TimeUnit member -> Arrow unit
-_CT_TS_UNITS = {PQ.CT_TIMESTAMP_MILLIS: "ms", PQ.CT_TIMESTAMP_MICROS: "us"}
-_VIEW, _DECIMAL, _BINARY, _UNSCALED = "view", "decimal", "binary", "unscaled"  # _UNSCALED: a decimal's int64s
 LANES = pool.LANES  # columns decoded concurrently (this thread + the pool)
 PARALLEL_BYTES = 256 * 1024  # below this many compressed bytes a unit decodes in this thread alone
 # A filter pass reading at most this share of the other columns' bytes runs before they are
@@ -46,102 +34,6 @@ PARALLEL_BYTES = 256 * 1024  # below this many compressed bytes a unit decodes i
 # time range ending inside a row group of sorted data. The pool's threads idle meanwhile: with
 # rows kept all over the unit, at most about this share / 2 of its time is lost.
 CHEAP_FILTER = 1 / 4
-
-
-def _logical(el):
-    """(member id, member Struct) of the element's LogicalType, or (None, None)."""
-    lt = el.typed(PQ.SE_LOGICAL_TYPE, T.STRUCT)
-    if lt is None or len(lt.fields) != 1:
-        return None, None
-    (mid, (tt, member)), = lt.fields.items()
-    return mid, member if tt == T.STRUCT else None
-
-
-def _int_annotation(el, mid, member, bits):
-    """'signed' / 'unsigned' when the element says a `bits`-wide integer (or says nothing: signed)."""
-    ct = el.typed(PQ.SE_CONVERTED_TYPE, T.I32)
-    if mid is None:
-        if ct is None or ct == {32: PQ.CT_INT_32, 64: PQ.CT_INT_64}[bits]:
-            return "signed"
-        return "unsigned" if ct == {32: PQ.CT_UINT_32, 64: PQ.CT_UINT_64}[bits] else None
-    if mid != PQ.LOGICAL_TYPE_IDS["INTEGER"] or member is None:
-        return None
-    if member.get(PQ.INT_BIT_WIDTH) != bits:
-        return None
-    return "signed" if member.get(PQ.INT_IS_SIGNED) else "unsigned"
-
-
-def _decimal(el, mid, member):
-    if mid == PQ.LOGICAL_TYPE_IDS["DECIMAL"] and member is not None:
-        return member.get(PQ.DECIMAL_PRECISION), member.get(PQ.DECIMAL_SCALE)
-    if mid is None and el.typed(PQ.SE_CONVERTED_TYPE, T.I32) == PQ.CT_DECIMAL:
-        return el.typed(PQ.SE_PRECISION, T.I32), el.typed(PQ.SE_SCALE, T.I32, 0)
-    return None
-
-
-def _kind(el, ptype, t):
-    """How this path builds Arrow type `t` from the column's physical values, or None (pyarrow's)."""
-    mid, member = _logical(el)
-    ct = el.typed(PQ.SE_CONVERTED_TYPE, T.I32)
-    if ptype in (L.PT_INT32, L.PT_INT64):
-        bits = 32 if ptype == L.PT_INT32 else 64
-        if pa.types.is_decimal(t):
-            d = _decimal(el, mid, member)
-            ok = d is not None and t == pa.decimal128(*d) if d and d[0] is not None and 0 < d[0] <= 38 else False
-            return _DECIMAL if ok else None
-        sign = _int_annotation(el, mid, member, bits)
-        if t == (pa.int32() if bits == 32 else pa.int64()) and sign == "signed":
-            return _VIEW
-        if t == (pa.uint32() if bits == 32 else pa.uint64()) and sign == "unsigned":
-            return _VIEW
-        if bits == 32 and t == pa.date32():
-            return _VIEW if mid == PQ.LOGICAL_TYPE_IDS["DATE"] or (mid is None and ct == PQ.CT_DATE) else None
-        if bits == 64 and pa.types.is_timestamp(t):
-            if mid == PQ.LOGICAL_TYPE_IDS["TIMESTAMP"] and member is not None:
-                unit = member.get(PQ.TIME_UNIT)
-                unit = _TS_UNITS.get(next(iter(unit.fields)) if unit is not None and len(unit.fields) == 1 else None)
-            else:
-                unit = _CT_TS_UNITS.get(ct) if mid is None else None
-            return _VIEW if unit is not None and t.unit == unit else None
-        return None
-    if ptype in (L.PT_FLOAT, L.PT_DOUBLE):
-        want = pa.float32() if ptype == L.PT_FLOAT else pa.float64()
-        return _VIEW if t == want and mid is None and ct is None else None
-    if ptype == L.PT_BYTE_ARRAY and t in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()):
-        return _BINARY
-    return None
-
-
-def taken_rows(records) -> np.ndarray:
-    """Per row of chunk records (2-D: row groups x columns), whether this path takes every chunk's
-    encodings and codec: what `kinds` checks, for a planner sizing many units at once."""
-    return (_ENCODINGS_TABLE[records["encodings"]] & _CODECS_TABLE[records["codec"]]).all(axis=-1)
-
-
-def kinds(pm, rgs, cols, schemas, fields, taken=None):
-    """Per column of `cols`, how it is built here; None when any column or chunk of row groups
-    `rgs` is not this path's (the unit goes to pyarrow whole). The per-column part depends on the
-    column schema only and is kept on `schemas`; the chunks' encodings and codecs are per unit.
-    `taken`: `taken_rows` over the unit's rows, all true (or not), when the caller knows it."""
-    if taken is None:
-        sub = pm.chunks[np.ix_(np.asarray(rgs, np.int64), np.asarray(cols, np.int64))]
-        taken = bool(taken_rows(sub).all())
-    if not taken:
-        return None
-    return schemas.cached(("direct kinds", tuple(cols)), lambda: _column_kinds(pm, cols, schemas, fields))
-
-
-def _column_kinds(pm, cols, schemas, fields):
-    out = []
-    for c, f in zip(cols, fields):
-        d = pm.columns[c]
-        if int(d["max_rep_level"]) or int(d["max_def_level"]) > 1:
-            return None
-        k = _kind(schemas.element(pm, c), int(d["physical_type"]), f.type)
-        if k is None:
-            return None
-        out.append(k)
-    return out
 
 
 def _validity(valid):
@@ -154,7 +46,7 @@ def _validity(valid):
 
 def _array(v, kind, t, ptype):
     """One Arrow array of type `t` from decoded values `v` (pages.Fixed / Binary)."""
-    if kind == _BINARY:
+    if kind == K.BINARY:
         n = len(v.offsets) - 1
         bitmap, nulls = _validity(v.valid)
         large = t in (pa.large_string(), pa.large_binary())
@@ -166,9 +58,9 @@ def _array(v, kind, t, ptype):
         return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(v.data)], nulls)
     n = len(v.values)
     bitmap, nulls = _validity(v.valid)
-    if kind == _UNSCALED:
+    if kind == K.UNSCALED:
         return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(v.values.astype(np.int64, copy=False))], nulls)
-    if kind == _DECIMAL:
+    if kind == K.DECIMAL:
         wide = buffers.empty(2 * n, np.int64)
         _decimals.widen(np.ascontiguousarray(v.values), wide)
         return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(wide)], nulls)
@@ -276,7 +168,7 @@ def decode(pm, rgs, cols, blobs, fields, ks, all_null=(), rows=None, parallel=Tr
 
 
 def _held(kind, field, unscaled):
-    return kind == _DECIMAL and field.name in unscaled
+    return kind == K.DECIMAL and field.name in unscaled
 
 
 def predicate_table(pm, rgs, cols, blobs, fields, ks, all_null, unscaled=(), parallel=True) -> pa.Table:
@@ -362,7 +254,7 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
 def _held_fields(fields, ks, unscaled):
     """Fields and kinds of a filter pass: DECIMAL columns in `unscaled` as their unscaled int64s."""
     return ([unscaled_field(f.name, f.type) if _held(k, f, unscaled) else f for f, k in zip(fields, ks)],
-            [_UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)])
+            [K.UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)])
 
 
 def per_value_pass(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide, parallel=True):
@@ -494,4 +386,4 @@ def _widen(col, t):
     a = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     valid = None if a.null_count == 0 else a.is_valid().to_numpy(zero_copy_only=False)
     values = a.fill_null(0).to_numpy() if a.null_count else a.to_numpy()
-    return pa.chunked_array([_array(pages.Fixed(values, valid), _DECIMAL, t, L.PT_INT64)], t)
+    return pa.chunked_array([_array(pages.Fixed(values, valid), K.DECIMAL, t, L.PT_INT64)], t)

@@ -37,7 +37,7 @@ class Unit:
     full: bool  # every row matches: no row filter
     plan: object  # ranges.Plan
     decoded: int = 0  # estimated Arrow bytes of the decoded rows
-    direct: bool = None  # every chunk's encodings and codec are direct's (direct.taken_rows); None: unknown
+    direct: bool = None  # every chunk's encodings and codec are direct's (kinds.taken_rows); None: unknown
     size: int = field(init=False)  # what the budget charges: bytes fetched plus decoded
 
     def __post_init__(self):

@@ -28,6 +28,7 @@ from ..prune.filters import as_predicate
 from .. import arrays
 from . import direct, pool
 from .decider import decider_for
+from .kinds import kinds
 from .decode import decode_chunks, decode_partition, filter_rows, filterable, late_columns, strict_views
 from .pipeline import DEFAULT_WORKERS, chunks_of, stream
 from .ranges import DEFAULT_MAX_GAP
@@ -403,7 +404,7 @@ class Scan:
         if id(unit) in self._taken:
             return self._taken[id(unit)] if keep else self._taken.pop(id(unit))
         fields = schemas.fields(unit.pm, unit.columns)
-        ks = direct.kinds(unit.pm, unit.row_groups, unit.columns, schemas, fields, unit.direct)
+        ks = kinds(unit.pm, unit.row_groups, unit.columns, schemas, fields, unit.direct)
         got = None if ks is None else (fields, ks)
         if keep:
             self._taken[id(unit)] = got

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..pm import layout as L
-from . import direct
+from . import kinds
 from .decode import decoded_estimate
 from .pipeline import Unit
 from .ranges import all_null_mask, plan, plan_many
@@ -85,7 +85,7 @@ def _plan_batch(jobs, ks, width, cap, max_gap, out):
     nulls = all_null_mask(sub, meta["max_def_level"])
     decoded = decoded_estimate(sub, meta)
     est = (decoded + np.where(nulls, 0, sub["total_compressed"].astype(np.int64)).sum(axis=1)).tolist()
-    decoded, taken = decoded.tolist(), direct.taken_rows(sub).tolist()
+    decoded, taken = decoded.tolist(), kinds.taken_rows(sub).tolist()
     segs, start = [], 0  # (job, first row, end row) of each unit
     for k, n in zip(ks, counts):
         segs += [(k, start + a, start + b) for a, b in _cuts(jobs[k], est[start:start + n], cap)]

@@ -22,6 +22,7 @@ from qdbpm.pm import layout as L
 from qdbpm.prune.arrow import to_arrow
 from qdbpm.prune.filters import where_text
 from qdbpm.table import direct, pool, scan
+from qdbpm.table.kinds import kinds, taken_rows
 from qdbpm.table.ranges import plan
 from qdbpm.table.read import read_table
 
@@ -154,7 +155,7 @@ def test_direct_path_is_taken_for_the_shapes_it_reads(roots):
             schemas = t.column_schemas("part=0")
             cols = [c for c in range(pm.column_count)]
             fields = schemas.fields(pm, cols)
-            got = direct.kinds(pm, list(range(pm.row_group_count)), cols, schemas, fields)
+            got = kinds(pm, list(range(pm.row_group_count)), cols, schemas, fields)
         if "plain" in name or "duckdb" in name or "polars" in name or "dict" in name or "pages" in name \
                 or name.endswith("lz4-v1"):
             assert got is not None, name
@@ -188,12 +189,12 @@ def test_other_shapes_go_to_pyarrow_and_read_the_same(tmp_path, case):
     with qdbpm.open_table(root) as t:
         pm = t.meta("part=0")
         schemas = t.column_schemas("part=0")
-        assert direct.kinds(pm, [0], [0, 1], schemas, schemas.fields(pm, [0, 1])) is None
-        assert direct.kinds(pm, [0], [0], schemas, schemas.fields(pm, [0])) is not None
+        assert kinds(pm, [0], [0, 1], schemas, schemas.fields(pm, [0, 1])) is None
+        assert kinds(pm, [0], [0], schemas, schemas.fields(pm, [0])) is not None
         # the planner's flag per unit (units.plan_units) is kinds' own chunk check
         for where in (None, "k < 10"):
             for u in t.scan(where, ["k", "v"])._units_for_read():
-                own = bool(direct.taken_rows(pm.chunks[np.ix_(u.row_groups, u.columns)]).all())
+                own = bool(taken_rows(pm.chunks[np.ix_(u.row_groups, u.columns)]).all())
                 assert u.direct is own and own is (case not in ("delta",)), (case, u)
     path = os.path.join(root, "part=0", "data.parquet")
     want = pq.read_table(path)
@@ -662,7 +663,7 @@ def test_spark_written_files_read_directly_and_equal_pyarrow(spark, tmp_path):
         assert pm.row_group_count > 1
         schemas = t.column_schemas("part=0")
         cols = list(range(pm.column_count))
-        assert direct.kinds(pm, list(range(pm.row_group_count)), cols, schemas, schemas.fields(pm, cols)) is not None
+        assert kinds(pm, list(range(pm.row_group_count)), cols, schemas, schemas.fields(pm, cols)) is not None
 
 
 def test_a_forked_child_decodes_with_its_own_pool(roots, monkeypatch):
@@ -775,7 +776,7 @@ def test_a_gather_over_row_groups_builds_one_array_equal_to_each_row_groups(root
             rgs = list(range(pm.row_group_count))
             assert len(rgs) >= 2, name
             cols = list(range(pm.column_count))
-            ks = direct.kinds(pm, rgs, cols, t.column_schemas(t.partitions[0]), fields)
+            ks = kinds(pm, rgs, cols, t.column_schemas(t.partitions[0]), fields)
             assert ks is not None, name
             blobs = {}
             for r in rgs:
