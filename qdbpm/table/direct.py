@@ -34,6 +34,7 @@ PARALLEL_BYTES = 256 * 1024  # below this many compressed bytes a unit decodes i
 # time range ending inside a row group of sorted data. The pool's threads idle meanwhile: with
 # rows kept all over the unit, at most about this share / 2 of its time is lost.
 CHEAP_FILTER = 1 / 4
+FILTER = "filter"  # presplit's key of the predicate's columns (columns are numbers)
 
 
 def _validity(valid):
@@ -184,7 +185,7 @@ def _length(v):
     return len(v.offsets) - 1 if isinstance(v, pages.Binary) else len(v.values)
 
 
-def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=True):
+def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=True, split=None):
     """The filter pass decided per distinct value: (rows kept, per column its row groups' splits).
 
     `decide` (a `decider.Decider`): a column whose chunks are all dictionary pages is decided on its
@@ -192,12 +193,15 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
     then each row looks its index up as it is decoded (`pages.lookup_and`); any other column on
     its rows' values. The columns evaluated are padded with nulls to one length; the rows kept
     are those every column keeps. The chunks are split (decompressed) as `decode` splits
-    them, when `parallel`."""
+    them, when `parallel`; `split()`, when given, returns them (`presplit`'s FILTER)."""
     n = int(sum(int(pm.num_rows[r]) for r in rgs))
     all_null, todo, luts = set(all_null), [], {}  # todo: (field, Arrow values, (memo key, values) or None)
-    sizes = _sizes(rgs, cols, blobs)
-    splits = pool.run([lambda c=c: _splits(pm, rgs, c, blobs, all_null) for c in cols], sizes,
-                       LANES if parallel and sum(sizes) >= PARALLEL_BYTES else 1)
+    if split is not None:
+        splits = split()
+    else:
+        sizes = _sizes(rgs, cols, blobs)
+        splits = pool.run([lambda c=c: _splits(pm, rgs, c, blobs, all_null) for c in cols], sizes,
+                           LANES if parallel and sum(sizes) >= PARALLEL_BYTES else 1)
     index = {}
     for c, f, k, sp in zip(cols, fields, ks, splits):
         got = [None if x is None else pages.dictionary_entries(x) for x in sp]
@@ -257,13 +261,13 @@ def _held_fields(fields, ks, unscaled):
             [K.UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)])
 
 
-def per_value_pass(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide, parallel=True):
+def per_value_pass(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide, parallel=True, split=None):
     """`distinct_rows` over predicate columns `cols` (the DECIMALs in `unscaled` held as their
     unscaled int64s), or None where it cannot evaluate a column's values (an unused dictionary
     entry the filter fails on): then the whole filter decides over the rows."""
     f1, k1 = _held_fields(fields, ks, unscaled)
     try:
-        return distinct_rows(pm, rgs, cols, blobs, f1, k1, all_null, decide, parallel)
+        return distinct_rows(pm, rgs, cols, blobs, f1, k1, all_null, decide, parallel, split)
     except (pa.ArrowException, Unsupported):
         return None
 
@@ -286,16 +290,27 @@ def _pool_share(sizes):
     return [j for lane in pool.balance(sizes, LANES)[1:] for j in lane]
 
 
-def presplit(pm, rgs, later, blobs, all_null) -> dict:
-    """The pool's share of a filtered unit's columns `later` (those not its predicate's),
-    decompressed on the pool from now: {column: pool.Split}, for that unit's decode_filtered
-    (`ready`), which then gathers every column in its own thread. A scan starts the next units'
+def presplit(pm, rgs, first, later, blobs, all_null) -> dict:
+    """The pool's share of a filtered unit's columns, decompressed on the pool from now, for that
+    unit's decode_filtered (`ready`), which then gathers every column in its own thread:
+    {column: pool.Split} for the share of `later` (those not its predicate's), and under FILTER
+    one Split of the predicate's columns `first` (in their order; [] when the unit's filter pass
+    does not split them itself, `distinct_rows`), queued first. A scan starts the next units'
     before decoding the current one: the pool decompresses while this thread filters and gathers
-    (TPC-H Q6: the next months' price pages), and this thread, waiting for the pool, splits a
-    later unit's column the pool has not started."""
+    (TPC-H Q6: the next months' price pages, and the discount and quantity pages this thread
+    would otherwise split before its filter pass), and this thread, waiting for the pool, splits
+    a later unit's column the pool has not started."""
     all_null = set(all_null)
-    return {later[j]: pool.Split(partial(_splits, pm, rgs, later[j], blobs, all_null))
-            for j in _pool_share(_sizes(rgs, later, blobs))}
+    share = _pool_share(_sizes(rgs, later, blobs))
+    out = {}
+    if first and (share or (LANES > 1 and sum(_sizes(rgs, first + later, blobs)) >= PARALLEL_BYTES)):
+        out[FILTER] = pool.Split(partial(_splits_all, pm, rgs, first, blobs, all_null))
+    out.update({later[j]: pool.Split(partial(_splits, pm, rgs, later[j], blobs, all_null)) for j in share})
+    return out
+
+
+def _splits_all(pm, rgs, cols, blobs, all_null):
+    return [_splits(pm, rgs, c, blobs, all_null) for c in cols]
 
 
 def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=(),
@@ -308,8 +323,8 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     distinct value (`distinct_rows`) where the residual is an AND of one-column conjuncts.
     `returned`: the columns of `cols` the caller keeps (None: all); a predicate column not among
     them is read for the filter only: never gathered, left out of the result. `ready`: what
-    `presplit` started for this unit ({column: Split}); with it every column is gathered in this
-    thread, the pool being busy with the next units, and `idle()` runs while it waits (`Split`).
+    `presplit` started for this unit ({column: Split}, its predicate's columns under FILTER); with
+    it every column is gathered in this thread, the pool being busy with the next units, and `idle()` runs while it waits (`Split`).
 
     The other columns are dealt one at a time, largest first (`pool.Deal`): the pool's threads
     start splitting them at once, while this thread decodes and filters the predicate's, and
@@ -347,8 +362,10 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     psplits = None
     try:
         pf, pk = [fields[i] for i in first], [ks[i] for i in first]
+        pre = ready.get(FILTER)
         got = None if decide is None or not first else \
-            per_value_pass(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled, decide, not helpers)
+            per_value_pass(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled, decide, not helpers,
+                           None if pre is None else lambda: pre.result(idle))
         if got is not None:
             rows, psplits = got
         else:

@@ -435,7 +435,9 @@ class Scan:
         if self._direct_kinds(unit, p, self.table.column_schemas(p.name, footer=self.footer), keep=True) is None:
             return None
         later = [c for c in unit.columns if c not in p.pred_cols]
-        return direct.presplit(unit.pm, unit.row_groups, later, blobs, unit.plan.all_null)
+        # the predicate's columns too, where the filter pass is distinct_rows' (it takes them split)
+        first = [c for c in unit.columns if c in p.pred_cols] if self._decider(p) is not None else []
+        return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null)
 
     def _decode_direct(self, unit, blobs, p, fields, ks, filtered, ready=None, idle=None):
         """`_decode` without pyarrow's reader (`direct`), or None where a chunk turns out not to be

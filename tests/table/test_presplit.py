@@ -94,12 +94,13 @@ def lanes(monkeypatch):
     """Two lanes and no size floor: every filtered unit of several is split ahead."""
     monkeypatch.setattr(direct, "LANES", 2)
     monkeypatch.setattr(direct, "PARALLEL_BYTES", 0)
-    seen = {"ready": 0, "units": 0}
+    seen = {"ready": 0, "units": 0, "filter": 0}
     real = scan.Scan._decode
 
     def decode(self, unit, blobs, ready=None, idle=None):
         seen["units"] += 1
         seen["ready"] += bool(ready)
+        seen["filter"] += bool(ready) and direct.FILTER in ready  # the predicate's columns split ahead
         return real(self, unit, blobs, ready, idle)
 
     monkeypatch.setattr(scan.Scan, "_decode", decode)
@@ -116,6 +117,7 @@ def test_units_split_ahead_read_what_pyarrow_reads(tmp_path, lanes, codec):
         got = read_table(str(tmp_path / "t"), cols, where)
         assert same(got, want), (codec, where)
     assert lanes["ready"] >= lanes["units"] // 2  # most units were split ahead
+    assert lanes["filter"] >= lanes["units"] // 2  # their predicate's columns too (ANDs of one-column terms)
 
 
 @pytest.mark.parametrize("seed", range(9))
