@@ -8,6 +8,7 @@ chunk, at most 5% extra bytes), and refuse objects that do not match their `_pm`
 import datetime as dt
 import decimal
 import os
+import pathlib
 import random
 import shutil
 
@@ -212,6 +213,33 @@ def test_truncated_object_is_refused(s3_server, s3_bucket, pyarrow_table):
     fs.pipe_file(victim, data[: len(data) // 3])  # the object no longer holds what _pm describes
     with pytest.raises(qdbpm.StorageError, match="shorter than its _pm snapshot") as info:
         qdbpm.read_table(f"s3://{remote}", filesystem=fs)
+    assert "day01/data.parquet" in str(info.value) and isinstance(info.value, OSError)
+
+
+@pytest.mark.parametrize("change", ["truncated", "footer replaced", "removed"])
+def test_a_local_object_unlike_its_pm_is_refused_at_its_footer(pyarrow_table, tmp_path, change):
+    """The footer is the first Parquet byte a local read asks for (pread, `ranges.read_range`):
+    a file cut short, one whose footer is not the one `_pm` describes, or a missing one is a
+    StorageError naming the file, never a wrong schema."""
+    root = str(tmp_path / "t")
+    shutil.copytree(pyarrow_table[0], root)
+    victim = os.path.join(root, "day01", "data.parquet")
+    data = pathlib.Path(victim).read_bytes()
+    if change == "truncated":
+        pathlib.Path(victim).write_bytes(data[: len(data) // 3])
+    elif change == "footer replaced":  # same size, the length before PAR1 says another footer
+        pathlib.Path(victim).write_bytes(data[:-8] + (int.from_bytes(data[-8:-4], "little") + 1).to_bytes(4, "little")
+                                         + b"PAR1")
+    else:
+        os.remove(victim)
+    t = qdbpm.open_table(root)
+    try:
+        scan = t.scan(None, ["qty"])
+        scan._parts = [p for p in scan._parts if p.name == "day01"]  # its footer is the one read
+        with pytest.raises(qdbpm.StorageError) as info:
+            scan.schema
+    finally:
+        t.close()
     assert "day01/data.parquet" in str(info.value) and isinstance(info.value, OSError)
 
 
