@@ -51,7 +51,46 @@ cdef int _decode(const uint8_t* src, Py_ssize_t ip, Py_ssize_t n, uint8_t* dst, 
     cdef Py_ssize_t length, offset, i, extra, period
     cdef uint32_t tag
     cdef int code = SN_OK
+    # The fast loop runs while the input has room for any short element's header and a 16-byte
+    # literal load (21 bytes) and the output room for any 16-byte store (64 bytes): there, the
+    # common elements (literals of at most 16 bytes, copies of at most 16 bytes from at least 8
+    # back) need no check but the copy's offset against the output written. Anything else
+    # leaves it, unread, for the checked code below (one element), which then comes back.
+    cdef Py_ssize_t in_safe = n - 21, out_safe = cap - 64
+    if want < out_safe:
+        out_safe = want
     while ip < n and op < want:
+        while ip < in_safe and op < out_safe:
+            tag = src[ip]
+            if (tag & 3) == 0:
+                length = (tag >> 2) + 1
+                if length > 16:
+                    break
+                memcpy(dst + op, src + ip + 1, 16)
+                ip += 1 + length
+                op += length
+                continue
+            if (tag & 3) == 1:
+                length = 4 + ((tag >> 2) & 7)
+                offset = ((tag >> 5) << 8) | src[ip + 1]
+                if offset < 8 or offset > op:
+                    break
+                ip += 2
+            elif (tag & 3) == 2:
+                length = (tag >> 2) + 1
+                offset = src[ip + 1] | (<Py_ssize_t>src[ip + 2] << 8)
+                if length > 16 or offset < 8 or offset > op:
+                    break
+                ip += 3
+            else:
+                break
+            # at most 16 bytes from >= 8 back: two 8-byte moves, the second reading what the
+            # first wrote where offset < 16 (the pattern repeats)
+            memcpy(dst + op, dst + op - offset, 8)
+            memcpy(dst + op + 8, dst + op - offset + 8, 8)
+            op += length
+        if ip >= n or op >= want:
+            break
         tag = src[ip]
         if (tag & 3) == 0:  # literal
             length = (tag >> 2) + 1
