@@ -9,7 +9,10 @@ Each native partition is evaluated as one row group whose designated timestamp l
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pyarrow as pa
 
 from ..prune.bind import bind
 from ..prune.rules import evaluate
@@ -37,3 +40,15 @@ def may_touch(predicate, schema, ts_col, lo, hi, rows) -> np.ndarray:
         return ts if col == ts_col else ColumnStats.unknown(schema.types[col].kind, n, rows)
 
     return evaluate(bind(predicate, schema), n, stats) & (rows > 0)
+
+
+SKIPPED_NATIVE_KEY = b"qdbpm.skipped_native"
+
+
+def skipped_metadata(table: pa.Table, skipped) -> pa.Table:
+    """`table` with the native partitions a query left out (native="skip") named in its schema
+    metadata under SKIPPED_NATIVE_KEY (a JSON list), when there are any."""
+    if not skipped:
+        return table
+    return table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                          SKIPPED_NATIVE_KEY: json.dumps(list(skipped)).encode()})

@@ -13,7 +13,6 @@ predicate, and key columns are its key values repeated."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +28,7 @@ from .. import arrays
 from . import direct, pool
 from .decider import decider_for
 from .kinds import kinds
+from .native import skipped_metadata
 from .decode import decode_chunks, decode_partition, filter_rows, filterable, late_columns, strict_views
 from .pipeline import DEFAULT_WORKERS, chunks_of, stream
 from .ranges import DEFAULT_MAX_GAP
@@ -85,7 +85,7 @@ class Scan:
         # The partition keys first: partitions they rule out are never opened (Table.key_plan).
         self.plan = table.key_plan(self.predicate)
         # QuestDB native partitions the query may need and leaves out (native="skip"): also in
-        # to_table()'s schema metadata (table.skipped_metadata)
+        # to_table()'s schema metadata (native.skipped_metadata)
         self.skipped_native = self.plan.skipped_native
         self.keys = self.plan.keys  # key columns, appended after the file columns by default
         self._key_set = set(self.keys)
@@ -197,11 +197,7 @@ class Scan:
     def to_table(self) -> pa.Table:
         """Every matching row in one pyarrow.Table (what read_table returns); native partitions
         a QuestDB table's query left out are named in its metadata (qdbpm.skipped_native)."""
-        out = self.to_reader().read_all()
-        if self.skipped_native:
-            out = out.replace_schema_metadata({**(out.schema.metadata or {}), b"qdbpm.skipped_native":
-                                               json.dumps(list(self.skipped_native)).encode()})
-        return out
+        return skipped_metadata(self.to_reader().read_all(), self.skipped_native)
 
     def count(self) -> int:
         """The exact number of matching rows: full row groups from `_pm` alone; partial ones by

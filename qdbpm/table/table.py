@@ -12,7 +12,6 @@ only those partitions' `_pm` are opened or fetched.
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -33,7 +32,7 @@ from ..storage.objects import close_reader, reader_for
 from .. import arrays
 from .decode import footer_schemas
 from .group import Group, Members
-from .native import may_touch
+from .native import may_touch, skipped_metadata
 from .listing import find_partitions, list_partitions, read_partitions, remote_keys
 from .key_plan import KeyPlan, plan as plan_keys
 from .ranges import DEFAULT_MAX_GAP
@@ -98,6 +97,7 @@ class Table:
         self._subgroups = {}  # surviving positions (bytes) -> schema groups of those partitions
         self.hive = self._discover(partitioning)
         self._schemas = {}  # (schema_key, footer) -> ColumnSchemas, shared by every scan
+        self._part_schemas = {}  # (partition, footer) -> the same, found without its schema_key
         self._paths = {}  # partition -> parquet_path, shared by every scan
         self._filters = {}  # (predicate, decoded Arrow schema) -> Arrow filter expression (count)
         self._skipped = ()  # the last prune's skipped native partitions
@@ -217,12 +217,16 @@ class Table:
         """The Arrow types a read of this partition gives: from its Parquet footer (one range read
         per distinct `_pm` column schema, kept while the table is open) or, footer=False, from
         `_pm` alone."""
+        s = self._part_schemas.get((partition, footer))  # a scan asks once per unit, and again
+        if s is not None:
+            return s
         pm = self.meta(partition)
         key = (schema_key(pm), footer)
         s = self._schemas.get(key)
         if s is None:
             s = self._schemas[key] = footer_schemas(pm, self.data_filesystem, self.parquet_path(partition)) \
                 if footer else ColumnSchemas.from_pm(pm)
+        self._part_schemas[(partition, footer)] = s
         return s
 
     def scan(self, where=None, columns=None, *, batch_rows=None, footer=True, max_gap=DEFAULT_MAX_GAP,
@@ -437,6 +441,7 @@ class Table:
         self._groups = None
         self._subgroups.clear()
         self._schemas.clear()
+        self._part_schemas.clear()
         self._paths.clear()
         self._filters.clear()
         close_reader(self.io)
@@ -449,18 +454,6 @@ class Table:
 
     def __repr__(self):
         return f"<Table {self.root!r} partitions={len(self.partitions)}>"
-
-
-SKIPPED_NATIVE_KEY = b"qdbpm.skipped_native"
-
-
-def skipped_metadata(table: pa.Table, skipped) -> pa.Table:
-    """`table` with the native partitions a query left out (native="skip") named in its schema
-    metadata under SKIPPED_NATIVE_KEY (a JSON list), when there are any."""
-    if not skipped:
-        return table
-    return table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                          SKIPPED_NATIVE_KEY: json.dumps(list(skipped)).encode()})
 
 
 class _Paths:
