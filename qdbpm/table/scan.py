@@ -55,6 +55,7 @@ class _Part:
         self.want = want  # columns returned, in the caller's order (indexes)
         self.pred_cols = pred_cols  # the predicate's columns (indexes, ascending)
         self.extra = [c for c in pred_cols if c not in want]  # predicate-only columns
+        self.want_set, self.pred_set = set(want), set(pred_cols)  # as a unit's decode asks
         self.views = views  # strict mode: column -> type its raw values are viewed as
         self.rgs = rgs  # surviving row groups with rows, ascending (int64 array)
         self.full = full  # bool per entry of rgs
@@ -124,6 +125,8 @@ class Scan:
         self._schema = None
         self._filters = {}  # (residual id, decoded schema) -> the residual as an Arrow expression
         self._groups = {}  # decider.decider_for's cache
+        self._deciders = {}  # partition -> _decider's answer
+        self._unscaled = {}  # (partition, unit columns) -> unscaled_ok's answer
         self._taken = {}  # id(unit) -> _direct_kinds' answer, from _presplit until the unit's decode
 
     # -- the decision ---------------------------------------------------------------------------
@@ -414,9 +417,11 @@ class Scan:
     def _decider(self, p):
         """For `direct.distinct_rows`: table -> {column: where its conjuncts of p's residual are
         TRUE}, or None when the residual reads keys or is not an AND of one-column conjuncts."""
-        if p.needs:
-            return None
-        return decider_for(self._groups, p.residual, [p.pm.column_names[c] for c in p.pred_cols], self._filter)
+        got = self._deciders.get(p.name, False)  # per partition: hashing the residual costs per unit
+        if got is False:
+            got = self._deciders[p.name] = None if p.needs else \
+                decider_for(self._groups, p.residual, [p.pm.column_names[c] for c in p.pred_cols], self._filter)
+        return got
 
     def _presplit(self, unit, blobs):
         """direct.presplit of a unit (`blobs`: its chunks, or the Futures of its ranges' while
@@ -430,9 +435,9 @@ class Scan:
             blobs = chunks_of(blobs)
         if self._direct_kinds(unit, p, self.table.column_schemas(p.name, footer=self.footer), keep=True) is None:
             return None
-        later = [c for c in unit.columns if c not in p.pred_cols]
+        later = [c for c in unit.columns if c not in p.pred_set]
         # the predicate's columns too, where the filter pass is distinct_rows' (it takes them split)
-        first = [c for c in unit.columns if c in p.pred_cols] if self._decider(p) is not None else []
+        first = [c for c in unit.columns if c in p.pred_set] if self._decider(p) is not None else []
         return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null)
 
     def _decode_direct(self, unit, blobs, p, fields, ks, filtered, ready=None, idle=None):
@@ -442,10 +447,13 @@ class Scan:
             if not filtered:
                 arrays = direct.decode(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks, unit.plan.all_null)
                 return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+            key = (p.name, tuple(unit.columns))  # the same for a partition's filtered units
+            unscaled = self._unscaled.get(key)
+            if unscaled is None:
+                unscaled = self._unscaled[key] = unscaled_ok(p.residual, pa.schema(fields))
             return direct.decode_filtered(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
-                                          unit.plan.all_null, set(p.pred_cols), lambda t: self._matching(p, t),
-                                          unscaled_ok(p.residual, pa.schema(fields)), self._decider(p),
-                                          returned=set(p.want), ready=ready, idle=idle)
+                                          unit.plan.all_null, p.pred_set, lambda t: self._matching(p, t),
+                                          unscaled, self._decider(p), returned=p.want_set, ready=ready, idle=idle)
         except (direct.Unsupported, ParquetFormatError):
             return None
 
