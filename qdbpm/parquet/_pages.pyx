@@ -332,9 +332,56 @@ cdef extern from *:
         }
         return 0;
     }
+    /* Widths 1..6: two values at once. pairs[a | b << W] holds tab[a] and tab[b] in its low two
+       bytes and, in bit 16, whether a or b is >= limit; a group of 8 values is 4 lookups. */
+    static void qdbpm_pair_table(int W, const uint8_t* tab, uint64_t limit, uint32_t* pairs) {
+        uint32_t n = (uint32_t)1 << W;
+        for (uint32_t b = 0; b < n; b++)
+            for (uint32_t a = 0; a < n; a++)
+                pairs[a | (b << W)] = (uint32_t)tab[a] | ((uint32_t)tab[b] << 8)
+                                      | ((uint32_t)(a >= limit || b >= limit) << 16);
+    }
+    static inline __attribute__((always_inline)) Py_ssize_t qdbpm_pair_groups(
+            const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, const int W,
+            const uint32_t* pairs, uint8_t* out) {
+        const uint64_t mask = (((uint64_t)1) << (2 * W)) - 1;
+        Py_ssize_t k = 0;
+        for (; k + 8 <= take; k += 8) {
+            Py_ssize_t at = pos + (k >> 3) * W;
+            if (end - at < 8) break;
+            uint64_t w, acc = 0, word;
+            uint32_t over = 0;
+            memcpy(&w, p + at, 8);
+            for (int j = 0; j < 4; j++) {
+                uint32_t e = pairs[(w >> (2 * j * W)) & mask];
+                over |= e;
+                acc |= ((uint64_t)(e & 0xFFFF)) << (16 * j);
+            }
+            if (over >> 16) break;
+            memcpy(&word, out + k, 8);
+            word &= acc;
+            memcpy(out + k, &word, 8);
+        }
+        return k;
+    }
+    static Py_ssize_t qdbpm_lut_pairs(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take,
+                                      int width, const uint32_t* pairs, uint8_t* out) {
+        switch (width) {
+            case 1: return qdbpm_pair_groups(p, pos, end, take, 1, pairs, out);
+            case 2: return qdbpm_pair_groups(p, pos, end, take, 2, pairs, out);
+            case 3: return qdbpm_pair_groups(p, pos, end, take, 3, pairs, out);
+            case 4: return qdbpm_pair_groups(p, pos, end, take, 4, pairs, out);
+            case 5: return qdbpm_pair_groups(p, pos, end, take, 5, pairs, out);
+            case 6: return qdbpm_pair_groups(p, pos, end, take, 6, pairs, out);
+        }
+        return 0;
+    }
     """
     Py_ssize_t qdbpm_lut_packed(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, int width,
                                 const uint8_t* tab, uint64_t limit, uint8_t* out) noexcept nogil
+    void qdbpm_pair_table(int W, const uint8_t* tab, uint64_t limit, uint32_t* pairs) noexcept nogil
+    Py_ssize_t qdbpm_lut_pairs(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, int width,
+                               const uint32_t* pairs, uint8_t* out) noexcept nogil
 
 
 @cython.boundscheck(False)
@@ -369,7 +416,8 @@ def mask_rows(const uint8_t[::1] mask, int64_t[::1] out):
 def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
                    const uint8_t[::1] lut, uint8_t[::1] out, int64_t limit):
     """out[k] &= lut[v_k] for the `count` values v_k of the RLE / bit-packed hybrid in
-    buf[pos:end]: `rle_hybrid` and a lookup in one pass, no index array. Every run is checked
+    buf[pos:end] (a filter's answers, 0 / 1: an RLE run clears its rows where its value's
+    entry is 0): `rle_hybrid` and a lookup in one pass, no index array. Every run is checked
     as `rle_hybrid` checks it, each value against `limit` (the dictionary's size, at most
     len(lut)). Returns the end of the last run read."""
     cdef Runs r
@@ -377,6 +425,8 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
     cdef uint64_t v, bits
     cdef int code
     cdef uint8_t tab[256]  # lut, then 0 up to 255: a value's entry read before its check is known
+    cdef uint32_t pairs[4096]  # widths up to 6 on many values: two values per lookup (qdbpm_lut_pairs)
+    cdef bint paired = 1 <= bit_width <= 6 and count >= (<Py_ssize_t>2 << (2 * bit_width))
     if limit > lut.shape[0] or limit < 0:
         raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
     start_runs(&r, buf, pos, end, bit_width, count, out.shape[0])
@@ -384,6 +434,8 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
     if limit:
         memcpy(tab, &lut[0], limit if limit < 256 else 256)
     with nogil:
+        if paired:
+            qdbpm_pair_table(bit_width, tab, <uint64_t>limit, pairs)
         while r.n < r.count:
             code = next_run(&r, limit)
             if code != RUN_OK:
@@ -395,7 +447,9 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
                 r.n += r.take
                 continue
             k = 0
-            if 1 <= r.bit_width <= 8:
+            if paired and r.bit_width == bit_width:
+                k = qdbpm_lut_pairs(r.p, r.pos, r.end, r.take, r.bit_width, pairs, &out[r.n])
+            elif 1 <= r.bit_width <= 8:
                 # a group of 8 values is bit_width bytes: one load, the 8 answers gathered into
                 # one word, one read-modify-write of the 8 output bytes (qdbpm_lut_packed); a
                 # group holding a value >= limit is left to the loop below, which names it

@@ -461,6 +461,47 @@ def test_rle_lookup_and_packed_groups_per_width(bw):
                 _pages.rle_lookup_and(packed, 0, len(packed), bw, n, lut, start.copy(), limit)
 
 
+@pytest.mark.parametrize("bw", range(1, 7))
+def test_rle_lookup_and_pairs_per_width(bw):
+    """Widths 1-6 over enough values take two values per lookup (qdbpm_lut_pairs): several
+    bit-packed runs and an RLE run between them against one value at a time, and a value at or
+    over the limit named wherever it lies."""
+    rng = np.random.default_rng(350 + bw)
+    for trial in range(4):
+        limit = int(rng.integers(1, (1 << bw) + 1))
+        sizes = [8 * int(rng.integers(1, 800)) for _ in range(3)]
+        sizes[0] = max(sizes[0], 8 * ((2 << (2 * bw)) // 8 + 1))  # the first run alone passes the threshold
+        runs = [rng.integers(0, limit, n) for n in sizes]
+        rle_value, rle_count = int(rng.integers(0, limit)), int(rng.integers(1, 100))
+
+        def encode(runs):
+            body = b""
+            for i, vals in enumerate(runs):
+                bits = sum(int(v) << (bw * j) for j, v in enumerate(vals))
+                body += _uleb((len(vals) // 8) << 1 | 1) + bits.to_bytes(len(vals) * bw // 8, "little")
+                if i == 0:
+                    body += _uleb(rle_count << 1) + rle_value.to_bytes((bw + 7) // 8, "little")
+            return np.frombuffer(body, np.uint8)
+
+        vals = np.concatenate([runs[0], np.full(rle_count, rle_value), *runs[1:]])
+        n = len(vals)
+        # 0 / 1, as a filter's answers are (an RLE run only clears or keeps its rows)
+        lut = rng.integers(0, 2, limit).astype(np.uint8)
+        start = rng.integers(0, 2, n).astype(np.uint8)
+        out = start.copy()
+        packed = encode(runs)
+        _pages.rle_lookup_and(packed, 0, len(packed), bw, n, lut, out, limit)
+        assert out.tolist() == (start & lut[vals]).tolist()
+        if limit < 1 << bw:
+            r = int(rng.integers(0, 3))
+            at = int(rng.integers(0, len(runs[r])))
+            bad = [v.copy() for v in runs]
+            bad[r][at] = int(rng.integers(limit, 1 << bw))
+            packed = encode(bad)
+            with pytest.raises(ParquetFormatError, match=f"value {bad[r][at]} is not below {limit}"):
+                _pages.rle_lookup_and(packed, 0, len(packed), bw, n, lut, start.copy(), limit)
+
+
 def test_rle_lookup_and_checks_every_value_and_its_bounds():
     # a long bit-packed run: a value over the limit is named wherever it lies (8-byte loads in
     # the run's body, shorter ones at its end), and the values under it are looked up
