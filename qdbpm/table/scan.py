@@ -178,8 +178,14 @@ class Scan:
                                               self.table.hive.schema.field(n) for n in self.columns],
                                              self.cast_to.metadata)
             else:
-                seen, schemas = set(), []
+                seen, schemas, alike = set(), [], set()
                 for p in [p for p in self._parts if len(p.rgs)] or [self._first_part()]:
+                    # partitions sharing column schemas, columns and views give the same fields
+                    same = (id(self.table.column_schemas(p.name, footer=self.footer)), tuple(p.want),
+                            tuple(p.views.items()))
+                    if same in alike:
+                        continue
+                    alike.add(same)
                     fields = self._fields(p)
                     key = tuple(fields)
                     if key not in seen:
