@@ -438,3 +438,23 @@ def test_cli_where_takes_a_json_dnf_list(table_dir):
     assert p.returncode == 1 and p.stderr.startswith("qdbpm: error:") and "not JSON" in p.stderr
     p = _cli("prune", root, "--where", '[["i", "~", 1]]')
     assert p.returncode == 1 and "unknown operator '~'" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_sql_text_is_parsed_once_into_one_immutable_tree():
+    """as_predicate keeps the trees of the last texts (a one-shot reader asks the same query
+    again): the same text gives the very tree parse gives, and a text that does not parse
+    raises every time."""
+    import dataclasses
+
+    from qdbpm.errors import PredicateError
+    from qdbpm.prune.filters import as_predicate
+    from qdbpm.prune.sql import parse
+
+    text = "a BETWEEN 0.05 AND 0.07 AND q < 24 AND s IN ('x', 'y')"
+    first = as_predicate(text)
+    assert as_predicate(text) is first and first == parse(text)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.children = ()
+    for _ in range(2):
+        with pytest.raises(PredicateError):
+            as_predicate("a BETWEEN AND")
