@@ -8,7 +8,8 @@ import pyarrow as pa
 import pytest
 
 from qdbpm.table import _decimals
-from qdbpm.table.direct import _DECIMAL, _array
+from qdbpm.table.direct import _array
+from qdbpm.table.kinds import DECIMAL
 from qdbpm.parquet import pages
 from qdbpm.pm import layout as L
 
@@ -45,6 +46,6 @@ def test_array_equals_pyarrow(ptype, dtype, t):
     lim = 10 ** t.precision - 1
     v = rng.integers(-lim, lim, 500, endpoint=True).astype(dtype)
     valid = rng.random(500) > 0.2
-    got = _array(pages.Fixed(v, valid), _DECIMAL, t, ptype)
+    got = _array(pages.Fixed(v, valid), DECIMAL, t, ptype)
     want = pa.array([Decimal(int(x)).scaleb(-t.scale) if ok else None for x, ok in zip(v, valid)], t)
     assert got.type == t and got.equals(want)
