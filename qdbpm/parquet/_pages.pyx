@@ -318,17 +318,16 @@ cdef extern from *:
         }
         return k;
     }
+    /* one copy of a group kernel per constant width */
+    #define QDBPM_WIDTH(w, call) case w: return call;
+    #define QDBPM_WIDTHS_1_6(F, ...) QDBPM_WIDTH(1, F(1, __VA_ARGS__)) QDBPM_WIDTH(2, F(2, __VA_ARGS__)) \
+        QDBPM_WIDTH(3, F(3, __VA_ARGS__)) QDBPM_WIDTH(4, F(4, __VA_ARGS__)) QDBPM_WIDTH(5, F(5, __VA_ARGS__)) \
+        QDBPM_WIDTH(6, F(6, __VA_ARGS__))
+    #define QDBPM_LUT_GROUPS(w, ...) qdbpm_lut_groups(p, pos, end, take, w, tab, limit, out)
     static Py_ssize_t qdbpm_lut_packed(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take,
                                        int width, const uint8_t* tab, uint64_t limit, uint8_t* out) {
         switch (width) {
-            case 1: return qdbpm_lut_groups(p, pos, end, take, 1, tab, limit, out);
-            case 2: return qdbpm_lut_groups(p, pos, end, take, 2, tab, limit, out);
-            case 3: return qdbpm_lut_groups(p, pos, end, take, 3, tab, limit, out);
-            case 4: return qdbpm_lut_groups(p, pos, end, take, 4, tab, limit, out);
-            case 5: return qdbpm_lut_groups(p, pos, end, take, 5, tab, limit, out);
-            case 6: return qdbpm_lut_groups(p, pos, end, take, 6, tab, limit, out);
-            case 7: return qdbpm_lut_groups(p, pos, end, take, 7, tab, limit, out);
-            case 8: return qdbpm_lut_groups(p, pos, end, take, 8, tab, limit, out);
+            QDBPM_WIDTHS_1_6(QDBPM_LUT_GROUPS, 0) QDBPM_WIDTH(7, QDBPM_LUT_GROUPS(7)) QDBPM_WIDTH(8, QDBPM_LUT_GROUPS(8))
         }
         return 0;
     }
@@ -364,16 +363,10 @@ cdef extern from *:
         }
         return k;
     }
+    #define QDBPM_PAIR_GROUPS(w, ...) qdbpm_pair_groups(p, pos, end, take, w, pairs, out)
     static Py_ssize_t qdbpm_lut_pairs(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take,
                                       int width, const uint32_t* pairs, uint8_t* out) {
-        switch (width) {
-            case 1: return qdbpm_pair_groups(p, pos, end, take, 1, pairs, out);
-            case 2: return qdbpm_pair_groups(p, pos, end, take, 2, pairs, out);
-            case 3: return qdbpm_pair_groups(p, pos, end, take, 3, pairs, out);
-            case 4: return qdbpm_pair_groups(p, pos, end, take, 4, pairs, out);
-            case 5: return qdbpm_pair_groups(p, pos, end, take, 5, pairs, out);
-            case 6: return qdbpm_pair_groups(p, pos, end, take, 6, pairs, out);
-        }
+        switch (width) { QDBPM_WIDTHS_1_6(QDBPM_PAIR_GROUPS, 0) }
         return 0;
     }
     """
@@ -387,11 +380,9 @@ cdef extern from *:
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def mask_rows(const uint8_t[::1] mask, int64_t[::1] out):
-    """The positions of mask's nonzero bytes, ascending, into out[:k]; returns k. np.flatnonzero of
-    a filter pass's keep mask (`lookup_and`'s out): a word of 8 bytes per step, a zero word
-    skipped, a nonzero one's 8 positions written without a branch each (every position is
-    written, the next one over it unless its byte is nonzero). `out` holds at least k + 8
-    values (the caller counts k with np.count_nonzero); a mask with more raises."""
+    """np.flatnonzero of a filter pass's keep mask into out[:k]; returns k. A word per step, a zero
+    word skipped, a nonzero one's 8 positions written without a branch each (each written, the
+    next over it unless its byte is nonzero). `out` holds k + 8 values (the caller counts k)."""
     cdef Py_ssize_t n = mask.shape[0], cap = out.shape[0] - 8, i = 0, j = 0, b
     cdef uint64_t w
     if cap < 0:
