@@ -84,45 +84,20 @@ class Fetcher:
             fut.cancel()
 
 
-class Deferred:
-    """A call run in the thread that first asks for its outcome (`result`, `exception` or
-    `done`), once: the Future an Inline fetcher hands out."""
-
-    __slots__ = ("_call", "_fut")
-
-    def __init__(self, fn, args):
-        self._call, self._fut = (fn, args), Future()
-
-    def _run(self):
-        if self._call is not None:
-            (fn, args), self._call = self._call, None
-            try:
-                self._fut.set_result(fn(*args))
-            except BaseException as e:  # handed to the consumer, who re-raises it
-                self._fut.set_exception(e)
-        return self._fut
-
-    def result(self):
-        return self._run().result()
-
-    def exception(self):
-        return self._run().exception()
-
-    def done(self) -> bool:
-        return self._run().done()
-
-
 class Inline:
-    """A Fetcher that runs each call in the calling thread when its outcome is first asked for
-    (`Deferred`): no thread to start, for work too small to gain from concurrency. A scan so
-    fetches the unit it decodes first, starts the pool on it, and only then fetches the units
-    after it (TPC-H Q6: three months read before the pool had work cost ~0.4 ms a query)."""
+    """A Fetcher that runs each call at once in the calling thread: no thread to start, for
+    work too small to gain from concurrency."""
 
-    def submit(self, fn, *args) -> Deferred:
-        return Deferred(fn, args)
+    def submit(self, fn, *args) -> Future:
+        fut = Future()
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as e:  # handed to the consumer, who re-raises it
+            fut.set_exception(e)
+        return fut
 
     def cancel(self):
-        pass  # a call nobody asks for is never run
+        pass
 
 
 def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=False, ahead=None):
@@ -132,8 +107,7 @@ def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=
     the consumer asks for the next unit. `observer(event, nbytes)`, when given, sees "admit" and
     "release" (a unit's size, consumer thread), "decoded" (right after "admit": the part of that
     size charged for decoding) and "fetched" (one range's bytes as they arrive, a fetch thread; with
-    `inline`, each range is fetched in the consumer's thread when first asked for: as its unit
-    is handed out, or earlier by a consumer looking at it in `ahead`).
+    `inline`, every range is fetched in the consumer's thread as its unit is admitted).
     `ahead`, when given (a list), holds at each yield the next admitted units (up to AHEAD) as
     [(unit, [Future of its ranges' chunks])]: already charged, so its consumer may start on them."""
     note = observer or (lambda event, n: None)

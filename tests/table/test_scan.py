@@ -226,30 +226,6 @@ def test_pipeline_never_holds_more_than_the_budget(table_dir):
                 assert ahead == 1 and peak <= 2 * one_rg  # one row group (+ small filler) alone
 
 
-def test_a_local_stream_fetches_a_unit_when_it_is_first_asked_for(table_dir):
-    """Inline (local) fetches are deferred: the unit handed out is read, the admitted units shown
-    ahead are read only when looked at (a scan starts the pool on the first unit before it reads
-    the next ones), and a consumer that stops never reads them."""
-    root, _ = table_dir
-    with qdbpm.open_table(root) as table:
-        scan = table.scan("px > 100.5", ["px", "qty"])
-        units = scan._units_for_read()
-        assert len(units) >= 3
-        events, ahead = [], []
-        scan.observer = lambda e, n: events.append((e, n))
-        gen = scan._stream(units, inline=True, ahead=ahead)
-        unit, blobs = next(gen)
-        fetched = lambda: sum(n for e, n in events if e == "fetched")  # noqa: E731
-        assert unit is units[0] and fetched() == unit.plan.fetch_bytes
-        assert sum(n for e, n in events if e == "admit") > unit.size  # others admitted, not read
-        nxt, futures = ahead[0]
-        assert all(f.done() for f in futures)  # looking reads them, in this thread
-        assert fetched() == unit.plan.fetch_bytes + nxt.plan.fetch_bytes
-        assert set(pipeline.chunks_of(futures)) == {(rg, c) for r in nxt.plan.ranges for rg, c, _, _ in r.chunks}
-        gen.close()
-        assert fetched() == unit.plan.fetch_bytes + nxt.plan.fetch_bytes  # the rest never read
-
-
 def scan_threads():
     return [t for t in threading.enumerate() if t.name == THREAD_NAME]
 
