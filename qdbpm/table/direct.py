@@ -324,7 +324,8 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     `returned`: the columns of `cols` the caller keeps (None: all); a predicate column not among
     them is read for the filter only: never gathered, left out of the result. `ready`: what
     `presplit` started for this unit ({column: Split}, its predicate's columns under FILTER); with
-    it every column is gathered in this thread, the pool being busy with the next units, and `idle()` runs while it waits (`Split`).
+    it every column is gathered in this thread, the pool being busy with the next units, and
+    `idle()` runs while it waits (`Split`).
 
     The other columns are dealt one at a time, largest first (`pool.Deal`): the pool's threads
     start splitting them at once, while this thread decodes and filters the predicate's, and
