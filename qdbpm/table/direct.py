@@ -301,9 +301,10 @@ def presplit(pm, rgs, first, later, blobs, all_null) -> dict:
     would otherwise split before its filter pass), and this thread, waiting for the pool, splits
     a later unit's column the pool has not started."""
     all_null = set(all_null)
-    share = _pool_share(_sizes(rgs, later, blobs))
+    sizes = _sizes(rgs, later, blobs)
+    share = _pool_share(sizes)
     out = {}
-    if first and (share or (LANES > 1 and sum(_sizes(rgs, first + later, blobs)) >= PARALLEL_BYTES)):
+    if first and (share or (LANES > 1 and sum(sizes) + sum(_sizes(rgs, first, blobs)) >= PARALLEL_BYTES)):
         out[FILTER] = pool.Split(partial(_splits_all, pm, rgs, first, blobs, all_null))
     out.update({later[j]: pool.Split(partial(_splits, pm, rgs, later[j], blobs, all_null)) for j in share})
     return out
