@@ -148,7 +148,8 @@ class Report:
             print(f"  {c.name:<{width}}  {fmt_time(c.median)}  {tag:>11}{extra_s}"
                   + (f"   ({c.note})" if c.note else ""))
             self.rows.append({"scenario": scenario, "dataset": dataset, "what": c.name,
-                              "median_s": c.median, "samples_s": c.samples, "cpu_median_s": c.cpu_median, "thread_median_s": c.thread_median,
+                              "median_s": c.median, "samples_s": c.samples, "cpu_median_s": c.cpu_median,
+                              "thread_median_s": c.thread_median,
                               "calls_per_sample": c.number,
                               "ratio_to": base.name, "ratio": ratio,
                               **({"extra": extra[c.name]} if extra and c.name in extra else {})})
