@@ -32,6 +32,10 @@ _TRIM = _malloc_trim()
 # --- timing ------------------------------------------------------------------------------------
 
 
+def _clocks():
+    return time.perf_counter(), time.process_time(), time.thread_time()
+
+
 class Contender:
     """fn() timed in batches; or, with `setup`, fn(setup()) timed once per sample and
     teardown(state) run after the clock stops."""
@@ -41,9 +45,9 @@ class Contender:
         self.number = 1
         self.samples = []  # wall seconds per call
         self.cpu_samples = []  # this process's CPU seconds per call (robust to other load)
-        self.thread_samples = []  # the calling thread's CPU seconds per call: beside the wall
-        # time, how long it waited (for the pool, the GIL, I/O); a thread never waiting is the
-        # critical path, and only less work in it (or moved off it) shortens the call
+        # the calling thread's CPU seconds per call: wall minus this is how long it waited (for
+        # a pool, the GIL, I/O); near the wall, that thread is the critical path
+        self.thread_samples = []
 
     def sample(self):
         # As timeit does: collect first, no cyclic GC inside the timed region (a full collection
@@ -58,23 +62,26 @@ class Contender:
         gc.disable()
         try:
             if self.setup is not None:
-                c, h, t = time.process_time(), time.thread_time(), time.perf_counter()
+                start = _clocks()
                 self.fn(state)
-                self.samples.append(time.perf_counter() - t)
-                self.cpu_samples.append(time.process_time() - c)
-                self.thread_samples.append(time.thread_time() - h)
+                self._record(start, 1)
                 if self.teardown is not None:
                     self.teardown(state)
                 return
             fn, n = self.fn, self.number
-            c, h, t = time.process_time(), time.thread_time(), time.perf_counter()
+            start = _clocks()
             for _ in range(n):
                 fn()
-            self.samples.append((time.perf_counter() - t) / n)
-            self.cpu_samples.append((time.process_time() - c) / n)
-            self.thread_samples.append((time.thread_time() - h) / n)
+            self._record(start, n)
         finally:
             gc.enable()
+
+    def _record(self, start, n):
+        """One sample of n calls since `start` (`_clocks()`): wall, process CPU, thread CPU."""
+        wall, cpu, thread = (b - a for a, b in zip(start, _clocks()))
+        self.samples.append(wall / n)
+        self.cpu_samples.append(cpu / n)
+        self.thread_samples.append(thread / n)
 
     @property
     def median(self):
