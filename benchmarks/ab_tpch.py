@@ -44,7 +44,12 @@ def summary(base, new) -> dict:
             "ratio_median": float(med), "ratio_q1": float(q1), "ratio_q3": float(q3)}
 
 
+MIN_PAIRS = 20  # fewer pairs' quartiles say little: no verdict
+
+
 def verdict(s) -> str:
+    if s["pairs"] < MIN_PAIRS:
+        return f"too few pairs ({s['pairs']}) to judge: base/new {s['ratio_median']:.3f}"
     if s["ratio_q1"] > 1:
         return f"new faster: base/new {s['ratio_median']:.3f} (IQR {s['ratio_q1']:.3f}-{s['ratio_q3']:.3f})"
     if s["ratio_q3"] < 1:
@@ -65,15 +70,17 @@ def worker(tree, spec):
     if not os.path.abspath(qdbpm.__file__).startswith(os.path.abspath(tree) + os.sep):
         raise SystemExit(f"ab worker: qdbpm from {qdbpm.__file__}, not from {tree}")
     from qdbpm.table.read import read_table
-    import pyarrow.compute as pc
+
+    # the query's own code from this tree (qdbpm's submodules still load from `tree`: the package's path)
+    sys.path.remove(tree)
+    sys.path.insert(0, REPO)
+    from benchmarks.compare_tpch import q6_sum
 
     q = json.loads(spec)
 
     def run():
         t = read_table(q["root"], q["columns"], q["where"])
-        if q["q6"]:  # TPC-H Q6's sum, as compare_tpch.py takes it
-            return pc.sum(pc.multiply(t["l_extendedprice"], t["l_discount"])).as_py()
-        return t.num_rows
+        return q6_sum(t) if q["q6"] else t.num_rows
 
     answer = run()
     for _ in range(q["warmup"]):

@@ -22,9 +22,11 @@ def test_summary_is_the_paired_ratio_and_its_quartiles():
     assert s["ratio_median"] == pytest.approx(1.75)
     assert s["ratio_q1"] == pytest.approx(1.25) and s["ratio_q3"] == pytest.approx(2.0)
     assert s["base_median_s"] == pytest.approx(2.5) and s["new_median_s"] == pytest.approx(2.0)
-    assert ab_tpch.verdict(s).startswith("new faster")
-    assert ab_tpch.verdict(ab_tpch.summary([1.0, 1.0], [2.0, 2.0])).startswith("new slower")
-    assert ab_tpch.verdict(ab_tpch.summary([1.0, 2.0], [2.0, 1.0])).startswith("no difference")
+    assert ab_tpch.verdict(s).startswith("too few pairs (4)")
+    k = ab_tpch.MIN_PAIRS // 2
+    assert ab_tpch.verdict(ab_tpch.summary([2.0, 4.0, 3.0, 1.0] * k, [1.0, 2.0, 2.0, 2.0] * k)).startswith("new faster")
+    assert ab_tpch.verdict(ab_tpch.summary([1.0] * 2 * k, [2.0] * 2 * k)).startswith("new slower")
+    assert ab_tpch.verdict(ab_tpch.summary([1.0, 2.0] * k, [2.0, 1.0] * k)).startswith("no difference")
     with pytest.raises(ValueError):
         ab_tpch.summary([1.0], [])
 
