@@ -25,7 +25,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -75,6 +74,7 @@ def worker(tree, spec):
     sys.path.remove(tree)
     sys.path.insert(0, REPO)
     from benchmarks.compare_tpch import q6_sum
+    from benchmarks.harness import Contender
 
     q = json.loads(spec)
 
@@ -86,12 +86,12 @@ def worker(tree, spec):
     for _ in range(q["warmup"]):
         run()
     print(json.dumps({"ready": True, "answer": str(answer)}), flush=True)
+    c = Contender("ab", run)  # the compare scripts' sample: garbage collected and heap trimmed first
     for line in sys.stdin:
         if line.strip() != "go":
             break
-        a = time.perf_counter()
-        run()
-        print(f"{time.perf_counter() - a:.9f}", flush=True)
+        c.sample()
+        print(f"{c.samples[-1]:.9f}", flush=True)
 
 
 # --- the driver ----------------------------------------------------------------------------------
@@ -186,18 +186,19 @@ def main(argv=None):
         return worker(*args.worker)
     if args.pairs < 1:
         raise SystemExit("ab: --pairs must be at least 1")
+    if args.root is None and (args.where is not None or args.columns is not None):
+        raise SystemExit("ab: --where and --columns ask a --root table; a TPC-H query is named by --query")
     if args.root is not None:
         cols = None if not args.columns else args.columns.split(",")
         spec = {"root": os.path.abspath(args.root), "columns": cols, "where": args.where, "q6": False}
     else:
         sys.path.insert(0, REPO)
-        from benchmarks.compare_tpch import QUERIES, lineitem
+        from benchmarks.compare_tpch import QUERIES, lineitem, read_args
 
         if args.query not in QUERIES:
             raise SystemExit(f"ab: no query {args.query!r} (one of {', '.join(QUERIES)})")
-        q6 = args.query == "Q6"
-        spec = {"root": lineitem(), "columns": ["l_extendedprice", "l_discount"] if q6 else None,
-                "where": QUERIES[args.query][1], "q6": q6}
+        cols, where = read_args(args.query)
+        spec = {"root": lineitem(), "columns": cols, "where": where, "q6": args.query == "Q6"}
     spec["warmup"] = args.warmup
     made = None
     try:

@@ -66,6 +66,11 @@ def _keys(tbl):
     return tbl.select(["l_orderkey", "l_linenumber"]).sort_by(order).to_pydict()
 
 
+def read_args(name):
+    """(columns, where) of `read_table` for query `name`: Q6 reads only the columns its sum needs."""
+    return (["l_extendedprice", "l_discount"] if name == "Q6" else None), QUERIES[name][1]
+
+
 def q6_sum(tbl):
     import pyarrow.compute as pc
 
@@ -81,12 +86,10 @@ def scenario_tpch(rep, rounds, target, scale=SCALE):
     contenders = []
     for name, (select, where) in QUERIES.items():
         sql = f"SELECT {select} FROM read_parquet({files!r}) WHERE {where}"
-        if name == "Q6":
-            def ours(where=where):
-                return q6_sum(read_table(root, ["l_extendedprice", "l_discount"], where))
-        else:
-            def ours(where=where):
-                return read_table(root, None, where)
+        finish = q6_sum if name == "Q6" else (lambda t: t)
+
+        def ours(args=read_args(name), finish=finish):
+            return finish(read_table(root, *args))
 
         # Both hand back Arrow (DuckDB's fetchall would add a Python object per value to its side).
         got, want = ours(), con.sql(sql).to_arrow_table()
@@ -118,7 +121,7 @@ def scenario_breakdown(rep, rounds, target, scale=SCALE):
     files = sorted(glob.glob(os.path.join(root, "*", "data.parquet")))
     con = duckdb_connection(True)
     for name, (select, where) in QUERIES.items():
-        columns = ["l_extendedprice", "l_discount"] if name == "Q6" else None
+        columns = read_args(name)[0]
         finish = q6_sum if name == "Q6" else (lambda t: t)
         sql = f"SELECT {select} FROM read_parquet({files!r}) WHERE {where}"
         con.sql(sql).to_arrow_table()  # DuckDB's metadata cache warm

@@ -56,3 +56,8 @@ def test_env_items_must_be_key_value():
     assert ab_tpch._envs(["A=1", "B=x=y"]) == {"A": "1", "B": "x=y"}
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         ab_tpch._envs(["A"])
+
+
+def test_where_without_a_root_is_refused():
+    with pytest.raises(SystemExit, match="--root"):
+        ab_tpch.main(["--base-dir", REPO, "--where", "a > 10"])
