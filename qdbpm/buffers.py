@@ -33,5 +33,6 @@ def take_checked(values, idx) -> np.ndarray:
     [0, len(values)) (the dictionary kernel `_pages.rle_hybrid` checks each against the size):
     numpy's own range check copies the output once more, so it is skipped here."""
     out = empty(len(idx), values.dtype)
-    np.take(values, idx, out=out, mode="wrap")  # indexes in range: "wrap" never changes one
+    # indexes in range: "clip" never changes one (a compare each; "wrap" divides, ~20 % slower)
+    np.take(values, idx, out=out, mode="clip")
     return out

@@ -328,11 +328,13 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     it every column is gathered in this thread, the pool being busy with the next units, and
     `idle()` runs while it waits (`Split`).
 
-    The other columns are dealt one at a time, largest first (`pool.Deal`): the pool's threads
-    start splitting them at once, while this thread decodes and filters the predicate's, and
-    gather each one's kept rows as soon as the filter has named them (its pages still in cache);
-    this thread then takes the columns left. A single other column so goes to the pool during
-    the filter pass (TPC-H Q6's price)."""
+    Where the pool's threads help (a unit of PARALLEL_BYTES or more, nothing split ahead), the
+    other columns are dealt one at a time, largest first (`pool.Deal`): the pool's threads start
+    splitting them at once, while this thread decodes and filters the predicate's, and gather each
+    one's kept rows as soon as the filter has named them (its pages still in cache); this thread
+    then takes the columns left. A single other column so goes to the pool during the filter pass.
+    Otherwise nothing runs beside this thread, so nothing is dealt: the filter pass, then each
+    column at its kept rows, split here (only up to its last kept row) unless split ahead."""
     first = [i for i, c in enumerate(cols) if c in pred_cols]
     rest = [i for i, c in enumerate(cols) if c not in pred_cols]
     held = {i for i in first if _held(ks[i], fields[i], unscaled)}
@@ -342,9 +344,61 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     sizes = _sizes(rgs, later, blobs)
     # presplit: the pool decompresses the next units meanwhile; this thread gathers every column
     helpers = 0 if ready is not None or sum(sizes) < PARALLEL_BYTES else LANES - 1
-    # a cheap filter first: then each column decompresses only up to its last kept row
+    # dealt: a cheap filter first, then each column decompresses only up to its last kept row
     after = ready is None and sum(_sizes(rgs, [cols[i] for i in first], blobs)) <= CHEAP_FILTER * sum(sizes)
     ready = ready or {}
+    pf, pk, pnames = [fields[i] for i in first], [ks[i] for i in first], [cols[i] for i in first]
+    pre = ready.get(FILTER)
+
+    def filter_pass():  # (picks, the predicate's splits or None, the filter's table or None, rows)
+        got = None if decide is None or not first else \
+            per_value_pass(pm, rgs, pnames, blobs, pf, pk, all_null, unscaled, decide, not helpers,
+                           None if pre is None else lambda: pre.result(idle))
+        if got is not None:
+            return _picks(pm, rgs, got[0]), got[1], None, got[0]
+        t = predicate_table(pm, rgs, pnames, blobs, pf, pk, all_null, unscaled, parallel=not helpers)
+        rows = np.asarray(matching(t), np.int64)
+        n = int(sum(int(pm.num_rows[r]) for r in rgs))
+        # never: a guard (distinct_rows' rows are a flatnonzero, ascending and in range)
+        if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
+            raise ParquetFormatError("filter pass gave rows out of order or range")
+        return _picks(pm, rgs, rows), None, t, rows
+
+    def predicate_columns(picks, psplits, t, rows):  # the shown ones' kept rows
+        by = {}
+        if psplits is not None:
+            for j, i in enumerate(first):
+                if i in shown:
+                    by[i] = _column(pm, rgs, cols[i], fields[i], ks[i], psplits[j], picks)
+        elif any(i in shown for i in first):
+            kept = t.take(pa.array(rows))
+            for j, i in enumerate(first):
+                if i in shown:
+                    col = kept.column(j)
+                    by[i] = _widen(col, fields[i].type) if i in held else col
+        return by
+
+    if helpers:
+        by = _gather_dealt(pm, rgs, later, [fields[i] for i in rest], [ks[i] for i in rest], blobs, all_null,
+                           sizes, helpers, after, ready, idle, filter_pass, predicate_columns)
+        by = {**by[0], **{rest[j]: col for j, col in by[1].items()}}
+    else:  # nothing runs beside this thread: the filter pass, then each column at its kept rows
+        got = filter_pass()
+        by = predicate_columns(*got)
+        picks = got[0]
+        for j, c in enumerate(later):
+            sp = ready[c].result(idle) if c in ready else _splits(pm, rgs, c, blobs, all_null, picks)
+            by[rest[j]] = _column(pm, rgs, c, fields[rest[j]], ks[rest[j]], sp, picks)
+    out = [i for i in range(len(cols)) if i in shown]
+    return pa.Table.from_arrays([by[i] for i in out], schema=pa.schema([fields[i] for i in out]))
+
+
+def _gather_dealt(pm, rgs, later, lfields, lks, blobs, all_null, sizes, helpers, after, ready, idle, filter_pass,
+                  predicate_columns):
+    """decode_filtered with pool threads beside this one: the other columns `later` are dealt
+    largest first (`pool.Deal`), the pool's threads splitting them during the filter pass (or,
+    `after`, once it has named the rows), each gathered as soon as the rows are named. Returns
+    ({predicate column index: array}, {index into later: array})."""
     named, box = threading.Event(), {}
 
     def column(j):  # split (before the filter names the rows, or `after` them), then gather
@@ -356,48 +410,20 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
             return None
         if sp is None:  # only up to each row group's last kept row
             sp = _splits(pm, rgs, later[j], blobs, all_null, picks)
-        return _column(pm, rgs, later[j], fields[rest[j]], ks[rest[j]], sp, picks)
+        return _column(pm, rgs, later[j], lfields[j], lks[j], sp, picks)
 
     # the pool's threads start on the largest columns now, during the filter pass
     deal = pool.Deal(column, sorted(range(len(later)), key=lambda j: -sizes[j]), helpers)
-    by = {}
-    psplits = None
     try:
-        pf, pk = [fields[i] for i in first], [ks[i] for i in first]
-        pre = ready.get(FILTER)
-        got = None if decide is None or not first else \
-            per_value_pass(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled, decide, not helpers,
-                           None if pre is None else lambda: pre.result(idle))
-        if got is not None:
-            rows, psplits = got
-        else:
-            t = predicate_table(pm, rgs, [cols[i] for i in first], blobs, pf, pk, all_null, unscaled,
-                                parallel=not helpers)
-            rows = np.asarray(matching(t), np.int64)
-            n = int(sum(int(pm.num_rows[r]) for r in rgs))
-            # never: a guard (distinct_rows' rows are a flatnonzero, ascending and in range)
-            if len(rows) and (rows[0] < 0 or rows[-1] >= n or (len(rows) > 1 and not (np.diff(rows) > 0).all())):
-                raise ParquetFormatError("filter pass gave rows out of order or range")
-        box["picks"] = _picks(pm, rgs, rows)
+        got = filter_pass()
+        box["picks"] = got[0]
         named.set()
-        # the predicate's columns' kept rows first: the pool is still decompressing
-        if psplits is not None:
-            for j, i in enumerate(first):
-                if i in shown:
-                    by[i] = _column(pm, rgs, cols[i], fields[i], ks[i], psplits[j], box["picks"])
-        elif any(i in shown for i in first):
-            kept = t.take(pa.array(rows))
-            for j, i in enumerate(first):
-                if i in shown:
-                    col = kept.column(j)
-                    by[i] = _widen(col, fields[i].type) if i in held else col
-        for j, col in zip(deal.items, deal.finish()):  # this thread takes the columns left
-            by[rest[j]] = col
+        by = predicate_columns(*got)  # first: the pool is still decompressing
+        rest = dict(zip(deal.items, deal.finish()))  # this thread takes the columns left
     finally:
         named.set()  # a column never waits for a filter pass that ended
         deal.close()  # every column taken ends before this returns, also when one raised
-    out = [i for i in range(len(cols)) if i in shown]
-    return pa.Table.from_arrays([by[i] for i in out], schema=pa.schema([fields[i] for i in out]))
+    return by, rest
 
 
 def _widen(col, t):

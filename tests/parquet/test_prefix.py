@@ -179,3 +179,30 @@ def test_a_time_range_of_sorted_data_reads_as_pyarrow(sorted_root, where, monkey
     assert got.num_rows == want.num_rows
     if got.num_rows:
         assert any(seen)  # the columns were split after the filter named the rows
+
+
+def test_a_unit_nothing_runs_beside_splits_its_other_columns_up_to_the_last_kept_row(tmp_path, monkeypatch):
+    """A unit under direct.PARALLEL_BYTES (no pool thread helps) with a filter that is not cheap
+    (its column as large as the other): the other column is split once the filter has named the
+    rows, only up to the last one kept, and the rows are pyarrow's."""
+    n = 20_000
+    d = tmp_path / "p"
+    d.mkdir()
+    rng = np.random.default_rng(11)
+    t = pa.table({"x": pa.array(np.arange(n) * 7919, pa.int64()), "y": pa.array(rng.integers(0, 1 << 40, n))})
+    pq.write_table(t, d / "data.parquet", compression="snappy", use_dictionary=False, data_page_size=1 << 30)
+    qdbpm.generate(str(d / "data.parquet"))
+    seen = []
+    real = direct._splits
+
+    def spy(pm, rgs, c, blobs, all_null, picks=None):
+        seen.append((c, None if picks is None else [int(p[-1]) for p in picks if len(p)]))
+        return real(pm, rgs, c, blobs, all_null, picks)
+
+    monkeypatch.setattr(direct, "_splits", spy)
+    where = f"x < {100 * 7919}"
+    got = read_table(str(tmp_path), None, where)
+    monkeypatch.setattr(scan, "DIRECT", False)
+    assert got.equals(read_table(str(tmp_path), None, where))
+    assert got.num_rows == 100
+    assert (1, [99]) in seen and not any(c == 1 and p is None for c, p in seen)  # y: up to row 99
