@@ -84,17 +84,40 @@ class Fetcher:
             fut.cancel()
 
 
+class Done:
+    """What Inline gives for a call it ran: the part of a Future's interface its consumers use
+    (result, exception, done, cancel), without the Future's condition and lock, which nothing
+    here ever waits on (a Q6 one shot made 12 of each, ~15 calls apiece, for nothing)."""
+
+    __slots__ = ("_value", "_error")
+
+    def __init__(self, value=None, error=None):
+        self._value, self._error = value, error
+
+    def done(self):
+        return True
+
+    def cancel(self):
+        return False  # it has run
+
+    def exception(self, timeout=None):
+        return self._error
+
+    def result(self, timeout=None):
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 class Inline:
     """A Fetcher that runs each call at once in the calling thread: no thread to start, for
     work too small to gain from concurrency."""
 
-    def submit(self, fn, *args) -> Future:
-        fut = Future()
+    def submit(self, fn, *args) -> Done:
         try:
-            fut.set_result(fn(*args))
+            return Done(fn(*args))
         except BaseException as e:  # handed to the consumer, who re-raises it
-            fut.set_exception(e)
-        return fut
+            return Done(error=e)
 
     def cancel(self):
         pass

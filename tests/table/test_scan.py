@@ -253,6 +253,36 @@ def test_a_local_count_reads_in_this_thread_and_a_remote_one_does_not(table_dir,
     assert started
 
 
+def test_an_inline_fetch_hands_its_bytes_or_its_error_to_the_unit_that_takes_it(table_dir, monkeypatch):
+    """A local scan's ranges are read inline into `pipeline.Done` records: the chunks, or the
+    read's error, raised where the unit's chunks are taken, as a Future's would be."""
+    d = pipeline.Inline().submit(lambda: 1 / 0)
+    assert d.done() and not d.cancel() and isinstance(d.exception(), ZeroDivisionError)
+    with pytest.raises(ZeroDivisionError):
+        d.result()
+    ok = pipeline.Inline().submit(lambda x: x + 1, 1)
+    assert ok.done() and ok.exception() is None and ok.result() == 2
+    root, _ = table_dir
+    with qdbpm.open_table(root) as table:
+        want = table.scan("px > 100.5").to_table()
+    real, calls = pipeline._fetch, []
+
+    def failing(fs, path, r, size, note):
+        calls.append(threading.current_thread())
+        if len(calls) == 3:
+            raise qdbpm.StorageError(f"{path}: the third range")
+        return real(fs, path, r, size, note)
+
+    monkeypatch.setattr(pipeline, "_fetch", failing)
+    with qdbpm.open_table(root) as table:
+        with pytest.raises(qdbpm.StorageError, match="the third range"):
+            table.scan("px > 100.5").to_table()
+    assert set(calls) == {threading.current_thread()}  # inline: no fetch thread
+    monkeypatch.setattr(pipeline, "_fetch", real)
+    with qdbpm.open_table(root) as table:
+        assert table.scan("px > 100.5").to_table().equals(want)
+
+
 def test_closing_the_reader_early_stops_the_pipeline(table_dir):
     root, _ = table_dir
     counting = CountingFS(fsspec.filesystem("file"))
