@@ -379,9 +379,9 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
         return by
 
     if helpers:
-        by = _gather_dealt(pm, rgs, later, [fields[i] for i in rest], [ks[i] for i in rest], blobs, all_null,
-                           sizes, helpers, after, ready, idle, filter_pass, predicate_columns)
-        by = {**by[0], **{rest[j]: col for j, col in by[1].items()}}
+        by, others = _gather_dealt(pm, rgs, later, [fields[i] for i in rest], [ks[i] for i in rest], blobs,
+                                   all_null, sizes, helpers, after, ready, idle, filter_pass, predicate_columns)
+        by.update((rest[j], col) for j, col in others.items())
     else:  # nothing runs beside this thread: the filter pass, then each column at its kept rows
         got = filter_pass()
         by = predicate_columns(*got)
@@ -419,11 +419,11 @@ def _gather_dealt(pm, rgs, later, lfields, lks, blobs, all_null, sizes, helpers,
         box["picks"] = got[0]
         named.set()
         by = predicate_columns(*got)  # first: the pool is still decompressing
-        rest = dict(zip(deal.items, deal.finish()))  # this thread takes the columns left
+        others = dict(zip(deal.items, deal.finish()))  # this thread takes the columns left
     finally:
         named.set()  # a column never waits for a filter pass that ended
         deal.close()  # every column taken ends before this returns, also when one raised
-    return by, rest
+    return by, others
 
 
 def _widen(col, t):
