@@ -79,6 +79,15 @@ def q6_sum(tbl):
     return pc.sum(pc.multiply(tbl["l_extendedprice"], tbl["l_discount"])).as_py()
 
 
+def one_shot(root, name):
+    """qdbpm's answer to query `name`, one shot: `read_table` (nothing kept), Q6 then summed."""
+    from qdbpm.table.read import read_table
+
+    columns, where = read_args(name)
+    finish = q6_sum if name == "Q6" else (lambda t: t)
+    return lambda: finish(read_table(root, columns, where))
+
+
 def calls(fn) -> dict:
     """{"python": ..., "builtin": ...}: the function calls one call of `fn` makes in this thread
     (sys.setprofile's call and c_call events; Cython functions count as neither). Unlike a time,
@@ -105,19 +114,13 @@ def calls(fn) -> dict:
 
 
 def scenario_tpch(rep, rounds, target, scale=SCALE):
-    from qdbpm.table.read import read_table
-
     root = lineitem(scale)
     files = sorted(glob.glob(os.path.join(root, "*", "data.parquet")))
     con = duckdb_connection(True)
     contenders = []
     for name, (select, where) in QUERIES.items():
         sql = f"SELECT {select} FROM read_parquet({files!r}) WHERE {where}"
-        finish = q6_sum if name == "Q6" else (lambda t: t)
-
-        def ours(args=read_args(name), finish=finish):
-            return finish(read_table(root, *args))
-
+        ours = one_shot(root, name)
         # Both hand back Arrow (DuckDB's fetchall would add a Python object per value to its side).
         got, want = ours(), con.sql(sql).to_arrow_table()
         if name == "Q6":
@@ -141,7 +144,6 @@ def scenario_tpch(rep, rounds, target, scale=SCALE):
 
 def scenario_breakdown(rep, rounds, target, scale=SCALE):
     """One-shot read_table split into its stages (module docstring, --breakdown)."""
-    from qdbpm.table.read import read_table
     from qdbpm.table.table import open_table
 
     root = lineitem(scale)
@@ -164,8 +166,7 @@ def scenario_breakdown(rep, rounds, target, scale=SCALE):
             t.close()
 
         cs = run_rounds([
-            Contender(f"qdbpm one shot ({name})", lambda w=where, c=columns, f=finish: f(read_table(root, c, w)),
-                      note="open + plan + read + close"),
+            Contender(f"qdbpm one shot ({name})", one_shot(root, name), note="open + plan + read + close"),
             Contender("  open_table + close", lambda: open_table(root).close(), note="every _pm read and checked"),
             Contender("  open + plan + close", opened_and_planned, note="pruned, byte ranges, schema"),
             Contender("  read of a planned scan", lambda ts, f=finish: f(ts[1].to_table()), setup=planned,
@@ -176,9 +177,12 @@ def scenario_breakdown(rep, rounds, target, scale=SCALE):
                        f"this thread {c.thread_median * 1e3:6.2f} ms ({c.thread_median / c.median:.2f})" for c in cs}
         rep.table("tpch breakdown", f"lineitem SF{scale}; {name}", cs, cs[0], cpu)
         # the calling thread's calls, the second time round (first-use imports and caches aside)
-        one = [calls(lambda w=where, c=columns, f=finish: f(read_table(root, c, w))) for _ in range(2)][1]
-        plan = [calls(opened_and_planned) for _ in range(2)][1]
-        rep.info[f"tpch_calls_{name}"] = {"one_shot": one, "open_plan": plan}
+        once, one_fn = {}, one_shot(root, name)
+        for key, fn in (("one_shot", one_fn), ("open_plan", opened_and_planned)):
+            calls(fn)
+            once[key] = calls(fn)
+        one, plan = once["one_shot"], once["open_plan"]
+        rep.info[f"tpch_calls_{name}"] = once
         print(f"  calls in the calling thread: one shot {one['python']:,} Python + {one['builtin']:,} builtin; "
               f"open + plan + close {plan['python']:,} + {plan['builtin']:,}")
     con.close()

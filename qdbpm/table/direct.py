@@ -344,8 +344,6 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     sizes = _sizes(rgs, later, blobs)
     # presplit: the pool decompresses the next units meanwhile; this thread gathers every column
     helpers = 0 if ready is not None or sum(sizes) < PARALLEL_BYTES else LANES - 1
-    # dealt: a cheap filter first, then each column decompresses only up to its last kept row
-    after = ready is None and sum(_sizes(rgs, [cols[i] for i in first], blobs)) <= CHEAP_FILTER * sum(sizes)
     ready = ready or {}
     pf, pk, pnames = [fields[i] for i in first], [ks[i] for i in first], [cols[i] for i in first]
     pre = ready.get(FILTER)
@@ -378,7 +376,8 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
                     by[i] = _widen(col, fields[i].type) if i in held else col
         return by
 
-    if helpers:
+    if helpers:  # nothing split ahead; a cheap filter first: each column then splits up to its last kept row
+        after = sum(_sizes(rgs, pnames, blobs)) <= CHEAP_FILTER * sum(sizes)
         by, others = _gather_dealt(pm, rgs, later, [fields[i] for i in rest], [ks[i] for i in rest], blobs,
                                    all_null, sizes, helpers, after, ready, idle, filter_pass, predicate_columns)
         by.update((rest[j], col) for j, col in others.items())

@@ -18,6 +18,7 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from .pool import Done
 from .ranges import fetch_range
 
 DEFAULT_WORKERS = 8  # concurrent range requests per scan
@@ -82,31 +83,6 @@ class Fetcher:
             queued, self._queue = list(self._queue), deque()
         for fut, _, _ in queued:
             fut.cancel()
-
-
-class Done:
-    """What Inline gives for a call it ran: the part of a Future's interface its consumers use
-    (result, exception, done, cancel), without the Future's condition and lock, which nothing
-    here ever waits on (a Q6 one shot made 12 of each, ~15 calls apiece, for nothing)."""
-
-    __slots__ = ("_value", "_error")
-
-    def __init__(self, value=None, error=None):
-        self._value, self._error = value, error
-
-    def done(self):
-        return True
-
-    def cancel(self):
-        return False  # it has run
-
-    def exception(self, timeout=None):
-        return self._error
-
-    def result(self, timeout=None):
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 class Inline:

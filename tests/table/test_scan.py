@@ -254,7 +254,7 @@ def test_a_local_count_reads_in_this_thread_and_a_remote_one_does_not(table_dir,
 
 
 def test_an_inline_fetch_hands_its_bytes_or_its_error_to_the_unit_that_takes_it(table_dir, monkeypatch):
-    """A local scan's ranges are read inline into `pipeline.Done` records: the chunks, or the
+    """A local scan's ranges are read inline into `pool.Done` records: the chunks, or the
     read's error, raised where the unit's chunks are taken, as a Future's would be."""
     d = pipeline.Inline().submit(lambda: 1 / 0)
     assert d.done() and not d.cancel() and isinstance(d.exception(), ZeroDivisionError)
