@@ -146,7 +146,10 @@ def _picks(pm, rgs, rows):
     return picks
 
 
-def _sizes(rgs, cols, blobs):
+def _sizes(rgs, cols, blobs, lengths=None):
+    """Compressed bytes per column of `cols` over `rgs`: of `blobs`' chunks, or as `lengths` says."""
+    if lengths is not None:
+        return [sum(lengths.get((r, c), 0) for r in rgs) for c in cols]
     return [sum(len(blobs.get((r, c), b"")) for r in rgs) for c in cols]
 
 
@@ -290,7 +293,7 @@ def _pool_share(sizes):
     return [j for lane in pool.balance(sizes, LANES)[1:] for j in lane]
 
 
-def presplit(pm, rgs, first, later, blobs, all_null) -> dict:
+def presplit(pm, rgs, first, later, blobs, all_null, lengths=None) -> dict:
     """The pool's share of a filtered unit's columns, decompressed on the pool from now, for that
     unit's decode_filtered (`ready`), which then gathers every column in its own thread:
     {column: pool.Split} for the share of `later` (those not its predicate's), and under FILTER
@@ -299,19 +302,23 @@ def presplit(pm, rgs, first, later, blobs, all_null) -> dict:
     before decoding the current one: the pool decompresses while this thread filters and gathers
     (TPC-H Q6: the next months' price pages, and the discount and quantity pages this thread
     would otherwise split before its filter pass), and this thread, waiting for the pool, splits
-    a later unit's column the pool has not started."""
+    a later unit's column the pool has not started. `blobs`: the unit's chunks, or a callable
+    reading them (`pipeline.ahead_chunks`; `lengths`, their sizes): the tasks read them first."""
     all_null = set(all_null)
-    sizes = _sizes(rgs, later, blobs)
+    sizes = _sizes(rgs, later, blobs, lengths)
     share = _pool_share(sizes)
     out = {}
-    if first and (share or (LANES > 1 and sum(sizes) + sum(_sizes(rgs, first, blobs)) >= PARALLEL_BYTES)):
+    if first and (share or (LANES > 1 and sum(sizes) + sum(_sizes(rgs, first, blobs, lengths)) >= PARALLEL_BYTES)):
         out[FILTER] = pool.Split(partial(_splits_all, pm, rgs, first, blobs, all_null))
-    out.update({later[j]: pool.Split(partial(_splits, pm, rgs, later[j], blobs, all_null)) for j in share})
+    out.update({later[j]: pool.Split(partial(_splits_all, pm, rgs, [later[j]], blobs, all_null, True)) for j in share})
     return out
 
 
-def _splits_all(pm, rgs, cols, blobs, all_null):
-    return [_splits(pm, rgs, c, blobs, all_null) for c in cols]
+def _splits_all(pm, rgs, cols, blobs, all_null, one=False):
+    """_splits of each of `cols` (`one`: of the single one), `blobs` read first when a callable."""
+    blobs = blobs() if callable(blobs) else blobs
+    got = [_splits(pm, rgs, c, blobs, all_null) for c in cols]
+    return got[0] if one else got
 
 
 def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, matching, unscaled=(),

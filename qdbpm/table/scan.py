@@ -30,7 +30,7 @@ from .decider import decider_for
 from .kinds import kinds
 from .native import skipped_metadata
 from .decode import decode_chunks, decode_partition, filter_rows, filterable, late_columns, strict_views
-from .pipeline import DEFAULT_WORKERS, chunks_of, stream
+from .pipeline import DEFAULT_WORKERS, ahead_chunks, stream
 from .ranges import DEFAULT_MAX_GAP
 from .units import Job, plan_units
 
@@ -40,6 +40,7 @@ MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's fetched + decoded bytes (also at m
 # Units whose columns `direct` takes are decoded by it (late materialisation when filtered);
 # False: every unit through pyarrow's reader (the reference the direct path is tested against).
 DIRECT = True
+LAZY_READS = True  # local units split ahead are read by the pool's thread (False: as admitted, here)
 
 
 class _Part:
@@ -334,8 +335,10 @@ class Scan:
     def _stream(self, units, inline=False, ahead=None):
         note = self.observer or (lambda event, n: None)
         note("plan", sum(u.size for u in units))
+        # a local scan whose units are split ahead: the pool's thread reads them as it splits them
+        lazy = LAZY_READS and ahead is not None and self.table.filesystem is None and direct.LANES > 1
         return stream(self.table.data_filesystem, units, self.memory_budget, workers=DEFAULT_WORKERS,
-                      observer=self.observer, inline=inline, ahead=ahead)
+                      observer=self.observer, inline=inline, ahead=ahead, lazy=lazy)
 
     def _count(self, unit, blobs) -> int:
         """The matching rows of a unit: `_decode(...).num_rows`, with the Arrow filter built once
@@ -430,21 +433,21 @@ class Scan:
         return got
 
     def _presplit(self, unit, blobs):
-        """direct.presplit of a unit (`blobs`: its chunks, or the Futures of its ranges' while
-        it is fetched ahead) when `_decode` takes it through direct.decode_filtered; else None."""
+        """direct.presplit of a unit (`blobs`: its chunks, or its ranges' Futures while fetched
+        ahead: `pipeline.ahead_chunks`) when `_decode` takes it through decode_filtered; else None."""
         p = self._by_name[unit.partition]
         if unit.full or p.residual is None:
             return None
-        if not isinstance(blobs, dict):  # fetched ahead: only once every range has arrived
-            if not all(f.done() and f.exception() is None for f in blobs):
-                return None
-            blobs = chunks_of(blobs)
+        # fetched ahead: once every range has arrived, or read by the work started on it
+        blobs, lengths = (blobs, None) if isinstance(blobs, dict) else ahead_chunks(blobs, unit.plan.ranges)
+        if blobs is None:
+            return None
         if self._direct_kinds(unit, p, self.table.column_schemas(p.name, footer=self.footer), keep=True) is None:
             return None
         later = [c for c in unit.columns if c not in p.pred_set]
         # the predicate's columns too, where the filter pass is distinct_rows' (it takes them split)
         first = [c for c in unit.columns if c in p.pred_set] if self._decider(p) is not None else []
-        return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null)
+        return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null, lengths)
 
     def _decode_direct(self, unit, blobs, p, fields, ks, filtered, ready=None, idle=None):
         """`_decode` without pyarrow's reader (`direct`), or None where a chunk turns out not to be

@@ -182,3 +182,78 @@ def test_a_lane_the_pool_has_not_started_runs_in_the_calling_thread():
         go.set()
         for h in held:
             h.result()
+
+
+def test_a_deferred_read_is_made_once_for_every_thread_that_asks():
+    """pipeline.Deferred: the first thread to ask makes the read; one asking meanwhile waits
+    and gets the same answer (or the same error); nothing is read until someone asks."""
+    from qdbpm.table import pipeline
+
+    inside, release, made = threading.Event(), threading.Event(), []
+
+    def read(x):
+        made.append(threading.get_ident())
+        inside.set()
+        release.wait(60)
+        return x * 2
+
+    d = pipeline.Lazy().submit(read, 21)
+    assert not d.done() and not made and not d.cancel()
+    first = threading.Thread(target=d.result)
+    first.start()
+    inside.wait(60)
+    second = []
+    waiter = threading.Thread(target=lambda: second.append(d.result()))
+    waiter.start()
+    release.set()
+    first.join(60)
+    waiter.join(60)
+    assert second == [42] and d.result() == 42 and len(made) == 1 and d.done()
+
+    def failing():
+        made.append(0)
+        raise qdbpm.StorageError("gone")
+
+    bad = pipeline.Deferred(failing, ())
+    assert isinstance(bad.exception(), qdbpm.StorageError)
+    with pytest.raises(qdbpm.StorageError, match="gone"):
+        bad.result()
+    assert made.count(0) == 1
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_units_split_ahead_are_read_once_by_the_work_started_on_them(tmp_path, lanes, monkeypatch, lazy):
+    """Local units split ahead are not read at admission (scan.LAZY_READS): each range is read
+    once, by the first thread that needs it, the pool's splitting it ahead or this one; the rows
+    are pyarrow's. False: every range is read here as its unit is admitted."""
+    monkeypatch.setattr(scan, "LAZY_READS", lazy)
+    root = str(tmp_path / "t")
+    whole = _table(root)
+    where, cols = "q < 24 AND s = 'b'", ["k", "price", "note"]
+    events, readers = [], []
+    real = scan.Scan._stream
+
+    def observed(self, units, inline=False, ahead=None):
+        self.observer = lambda event, n: events.append(event)
+        return real(self, units, inline, ahead)
+
+    from qdbpm.table import pipeline
+    real_fetch = pipeline._fetch
+
+    def fetch(fs, path, r, size, note):
+        readers.append((path, r.start, threading.current_thread().name))
+        return real_fetch(fs, path, r, size, note)
+
+    monkeypatch.setattr(scan.Scan, "_stream", observed)
+    monkeypatch.setattr(pipeline, "_fetch", fetch)
+    got = read_table(root, cols, where)
+    assert same(got, whole.filter(to_arrow(where_text(where), whole.schema)).select(cols))
+    admits = events.count("admit")
+    assert admits >= 4 and lanes["filter"] >= admits // 2
+    assert len({(p, s) for p, s, _ in readers}) == len(readers) == events.count("fetched")  # once each
+    first_read = events.index("fetched")
+    if lazy:  # every unit admitted (they fit the budget) before any is read
+        assert events[:first_read].count("admit") == admits
+    else:
+        assert events[:first_read] == ["plan", "admit", "decoded"]
+        assert {t for _, _, t in readers} == {threading.current_thread().name}
