@@ -279,3 +279,22 @@ def test_random_element_streams_equal_the_reference(seed):
             w = int(rng.integers(0, len(want) + 1))
             got = kernel(block, want=w)
             assert len(got) >= w and got == want[:len(got)]
+
+
+@pytest.mark.parametrize("nogil_bytes", [0, 1 << 40])
+def test_with_or_without_the_gil_released_the_kernel_decodes_and_refuses_alike(monkeypatch, nogil_bytes):
+    """A fill of fewer than NOGIL_BYTES keeps the GIL (handing it to another thread costs more
+    than decoding a small page); the decoded bytes and the refusals are the same either way."""
+    monkeypatch.setattr(_snappy, "NOGIL_BYTES", nogil_bytes)
+    rng = np.random.default_rng(15)
+    for n in [1, 4096, 65535, 65536, 65537, 200_000]:
+        for data in shapes(rng, n):
+            data = np.ascontiguousarray(data).tobytes()
+            block = CODEC.compress(data, asbytes=True)
+            assert kernel(block) == data
+            src, dst = np.frombuffer(block, np.uint8), np.empty(len(data), np.uint8)
+            b = _snappy.Block(src, dst)
+            assert b.fill(n // 2) >= n // 2 and b.fill() == len(data) and dst.tobytes() == data
+            cut = block[:len(block) // 2]
+            with pytest.raises(ParquetFormatError, match="snappy"):
+                kernel(cut) if len(cut) else _snappy.decode(np.frombuffer(b"\x05", np.uint8), np.empty(5, np.uint8))
