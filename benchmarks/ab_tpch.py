@@ -3,6 +3,7 @@
     python benchmarks/ab_tpch.py --base HEAD~1 [--query Q6] [--pairs 150]
     python benchmarks/ab_tpch.py --base-dir /path/to/other/checkout ...
     python benchmarks/ab_tpch.py --base-dir . --new-env QDBPM_X=1 ...   (an environment toggle)
+    python benchmarks/ab_tpch.py --toggle qdbpm.parquet._snappy.NOGIL_BYTES=0,65536 ...   (in-process)
 
 Why: a change worth a few percent of a 25 ms one-shot read cannot be seen by running the two
 versions one after the other on a shared 2-vCPU VM, whose speed drifts by more than that within
@@ -11,6 +12,10 @@ import of qdbpm, are asked in turn for the same query, the order swapped every p
 ratio base / new cancels the drift both saw. The report is the median of those ratios and its
 interquartile range: > 1 favours the new version, and an IQR that does not hold 1 is a difference
 the drift did not make. Report only: no goal (compare_tpch.py judges the goals against DuckDB).
+
+--toggle MODULE.NAME=A,B runs one process of this tree and sets a module-level switch to A, then
+B, for the two runs of each pair (A is "base"): a change behind a switch compared with no second
+process, its CPU cost included (the calling thread's CPU medians are printed too).
 
 --base REV builds REV's extensions in a temporary `git worktree` (removed at the end); --base-dir
 uses a checkout as it is (built). The data is compare_tpch.py's lineitem (built once); --root
@@ -94,6 +99,60 @@ def worker(tree, spec):
         print(f"{c.samples[-1]:.9f}", flush=True)
 
 
+def toggle_pairs(spec, target, pairs) -> dict:
+    """In this process: `target` ("module.NAME=A,B", A and B Python literals) set to A for the base
+    run of each pair and to B for the new one (order swapped every pair), restored after.
+    summary() of the wall times, with the calling thread's CPU medians."""
+    import ast
+    import importlib
+    import time
+
+    import numpy as np
+
+    if REPO not in sys.path:
+        sys.path.insert(0, REPO)
+    from benchmarks.compare_tpch import q6_sum
+    from qdbpm.table.read import read_table
+
+    name, sep, values = target.partition("=")
+    mod, _, attr = name.rpartition(".")
+    try:
+        a, b = (ast.literal_eval(v) for v in values.split(","))
+        m = importlib.import_module(mod)
+    except (ValueError, SyntaxError, ImportError) as e:
+        raise SystemExit(f"ab: --toggle takes MODULE.NAME=A,B (two Python literals), not {target!r}: {e}")
+    if not sep or not hasattr(m, attr):
+        raise SystemExit(f"ab: --toggle: {mod!r} has no {attr!r}")
+    q, old = json.loads(spec), getattr(m, attr)
+
+    def run():
+        t = read_table(q["root"], q["columns"], q["where"])
+        return q6_sum(t) if q["q6"] else t.num_rows
+
+    got, cpu = {"base": [], "new": []}, {"base": [], "new": []}
+    try:
+        answers = set()
+        for v in (a, b):
+            setattr(m, attr, v)
+            answers.add(str(run()))
+            for _ in range(q["warmup"]):
+                run()
+        if len(answers) != 1:
+            raise SystemExit(f"ab: {name} = {a!r} and = {b!r} answer differently: {sorted(answers)}")
+        for i in range(pairs):
+            for k in (("base", "new") if i % 2 else ("new", "base")):
+                setattr(m, attr, a if k == "base" else b)
+                t0, c0 = time.perf_counter(), time.thread_time()
+                run()
+                got[k].append(time.perf_counter() - t0)
+                cpu[k].append(time.thread_time() - c0)
+    finally:
+        setattr(m, attr, old)
+    s = summary(got["base"], got["new"])
+    s.update(base_thread_cpu_s=float(np.median(cpu["base"])), new_thread_cpu_s=float(np.median(cpu["new"])))
+    return s
+
+
 # --- the driver ----------------------------------------------------------------------------------
 
 
@@ -171,6 +230,7 @@ def main(argv=None):
     where = ap.add_mutually_exclusive_group()
     where.add_argument("--base", help="a git revision, built in a temporary worktree")
     where.add_argument("--base-dir", help="a built checkout to compare against (this tree itself: .)")
+    where.add_argument("--toggle", help="MODULE.NAME=A,B: one process, a module-level switch set to A, then B")
     ap.add_argument("--query", default="Q6", help="compare_tpch.py's query name (default Q6)")
     ap.add_argument("--root", help="another table; then --where and --columns give the query")
     ap.add_argument("--where")
@@ -202,11 +262,11 @@ def main(argv=None):
     spec["warmup"] = args.warmup
     made = None
     try:
-        if args.base is not None:
-            base = made = _worktree(args.base)
+        if args.toggle is not None:
+            s = toggle_pairs(json.dumps(spec), args.toggle, args.pairs)
         else:
-            base = os.path.abspath(args.base_dir or REPO)
-        s = run_pairs(base, REPO, json.dumps(spec), args.pairs, _envs(args.base_env), _envs(args.new_env))
+            base = (made := _worktree(args.base)) if args.base is not None else os.path.abspath(args.base_dir or REPO)
+            s = run_pairs(base, REPO, json.dumps(spec), args.pairs, _envs(args.base_env), _envs(args.new_env))
     finally:
         if made is not None:
             subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", made], check=False)
@@ -215,6 +275,9 @@ def main(argv=None):
     else:
         print(f"base median {s['base_median_s'] * 1e3:.2f} ms | new median {s['new_median_s'] * 1e3:.2f} ms | "
               f"{s['pairs']} pairs")
+        if "base_thread_cpu_s" in s:
+            print(f"calling thread's CPU: base {s['base_thread_cpu_s'] * 1e3:.2f} ms | "
+                  f"new {s['new_thread_cpu_s'] * 1e3:.2f} ms")
         print(verdict(s))
 
 

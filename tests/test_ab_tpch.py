@@ -61,3 +61,34 @@ def test_env_items_must_be_key_value():
 def test_where_without_a_root_is_refused():
     with pytest.raises(SystemExit, match="--root"):
         ab_tpch.main(["--base-dir", REPO, "--where", "a > 10"])
+
+
+def test_a_toggle_runs_pairs_in_this_process_and_restores_the_switch(tmp_path, capsys):
+    """--toggle: one process, a module-level switch set to A for each pair's base run and to B
+    for its new one; both settings must give the same answer; the switch is restored after."""
+    from qdbpm.parquet import _snappy
+
+    root, _ = write_table(tmp_path)
+    before = _snappy.NOGIL_BYTES
+    spec = json.dumps({"root": root, "columns": ["id", "dec"], "where": "a > 10", "q6": False, "warmup": 1})
+    s = ab_tpch.toggle_pairs(spec, "qdbpm.parquet._snappy.NOGIL_BYTES=0,1099511627776", 3)
+    assert s["pairs"] == 3 and s["base_median_s"] > 0 and s["new_thread_cpu_s"] > 0
+    assert _snappy.NOGIL_BYTES == before
+    ab_tpch.main(["--toggle", "qdbpm.table.scan.LAZY_READS=False,True", "--root", root, "--where", "a > 10",
+                  "--pairs", "2", "--warmup", "0"])
+    assert "calling thread's CPU" in capsys.readouterr().out
+    for bad in ["qdbpm.table.scan.NO_SUCH=1,2", "qdbpm.table.scan.LAZY_READS=True", "qdbpm.table.scan.LAZY_READS"]:
+        with pytest.raises(SystemExit, match="--toggle"):
+            ab_tpch.toggle_pairs(spec, bad, 1)
+
+
+def test_a_toggle_whose_settings_answer_differently_is_refused(tmp_path, monkeypatch):
+    from qdbpm.table import read
+
+    root, _ = write_table(tmp_path)
+    real = read.read_table
+    monkeypatch.setattr(read, "QDBPM_AB_FLAG", 0, raising=False)
+    monkeypatch.setattr(read, "read_table", lambda *a, **k: real(*a, **k).slice(read.QDBPM_AB_FLAG))
+    spec = json.dumps({"root": root, "columns": ["id"], "where": None, "q6": False, "warmup": 0})
+    with pytest.raises(SystemExit, match="answer differently"):
+        ab_tpch.toggle_pairs(spec, "qdbpm.table.read.QDBPM_AB_FLAG=0,1", 1)
