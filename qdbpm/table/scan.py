@@ -207,7 +207,8 @@ class Scan:
     def to_table(self) -> pa.Table:
         """Every matching row in one pyarrow.Table (what read_table returns); native partitions
         a QuestDB table's query left out are named in its metadata (qdbpm.skipped_native)."""
-        return skipped_metadata(self.to_reader().read_all(), self.skipped_native)
+        batches = list(self._batches())  # the schema after the first units are started (_batches)
+        return skipped_metadata(pa.Table.from_batches(batches, self.schema), self.skipped_native)
 
     def count(self) -> int:
         """The exact number of matching rows: full row groups from `_pm` alone; partial ones by
@@ -335,7 +336,6 @@ class Scan:
     def _stream(self, units, inline=False, ahead=None):
         note = self.observer or (lambda event, n: None)
         note("plan", sum(u.size for u in units))
-        # a local scan whose units are split ahead: the pool's thread reads them as it splits them
         lazy = LAZY_READS and ahead is not None and self.table.filesystem is None and direct.LANES > 1
         return stream(self.table.data_filesystem, units, self.memory_budget, workers=DEFAULT_WORKERS,
                       observer=self.observer, inline=inline, ahead=ahead, lazy=lazy)
@@ -467,7 +467,6 @@ class Scan:
             return None
 
     def _batches(self):
-        target = self.schema
         arrow_pool, freed = pa.default_memory_pool(), 0
         units = self._units_for_read()
         ahead, started = [], {}  # started: id(unit) -> its presplit (None: not split ahead)
@@ -487,6 +486,7 @@ class Scan:
             for u, fetching in ahead:
                 if started.get(id(u)) is None:
                     started[id(u)] = self._presplit(u, fetching)
+            target = self.schema  # worked out once the first units are started (to_table): the pool splits meanwhile
             t = self._decode(unit, blobs, started.pop(id(unit), None), lambda: pool.steal_one(started))
             del blobs
             t = t.select(self.columns)

@@ -257,3 +257,23 @@ def test_units_split_ahead_are_read_once_by_the_work_started_on_them(tmp_path, l
     else:
         assert events[:first_read] == ["plan", "admit", "decoded"]
         assert {t for _, _, t in readers} == {threading.current_thread().name}
+
+
+def test_to_table_works_out_the_schema_once_the_first_units_are_started(tmp_path, lanes, monkeypatch):
+    """to_table starts its first units (the pool splits them) before it works out the schema
+    (it reads footers); to_reader needs the schema first. Both give pyarrow's rows."""
+    root = str(tmp_path / "t")
+    whole = _table(root)
+    where, cols = "q < 24 AND s = 'b'", ["k", "price", "note"]
+    events = []
+    real_schema, real_presplit = scan.Scan.schema, scan.Scan._presplit
+    monkeypatch.setattr(scan.Scan, "schema", property(lambda self: events.append("schema") or real_schema.fget(self)))
+    monkeypatch.setattr(scan.Scan, "_presplit",
+                        lambda self, unit, blobs: events.append("presplit") or real_presplit(self, unit, blobs))
+    want = whole.filter(to_arrow(where_text(where), whole.schema)).select(cols)
+    with qdbpm.open_table(root) as table:
+        got = table.scan(where, cols).to_table()
+        assert same(got, want) and events.index("presplit") < events.index("schema")
+        events.clear()
+        got = table.scan(where, cols).to_reader().read_all()
+        assert same(got, want) and events[0] == "schema"
