@@ -73,20 +73,14 @@ def worker(tree, spec):
 
     if not os.path.abspath(qdbpm.__file__).startswith(os.path.abspath(tree) + os.sep):
         raise SystemExit(f"ab worker: qdbpm from {qdbpm.__file__}, not from {tree}")
-    from qdbpm.table.read import read_table
 
     # the query's own code from this tree (qdbpm's submodules still load from `tree`: the package's path)
     sys.path.remove(tree)
     sys.path.insert(0, REPO)
-    from benchmarks.compare_tpch import q6_sum
     from benchmarks.harness import Contender
 
     q = json.loads(spec)
-
-    def run():
-        t = read_table(q["root"], q["columns"], q["where"])
-        return q6_sum(t) if q["q6"] else t.num_rows
-
+    run = _runner(q)
     answer = run()
     for _ in range(q["warmup"]):
         run()
@@ -97,6 +91,19 @@ def worker(tree, spec):
             break
         c.sample()
         print(f"{c.samples[-1]:.9f}", flush=True)
+
+
+def _runner(q):
+    """The query of spec `q` as a call: read_table with qdbpm as imported, then Q6's sum or the
+    row count (what both versions must agree on)."""
+    from benchmarks.compare_tpch import q6_sum
+    from qdbpm.table.read import read_table
+
+    def run():
+        t = read_table(q["root"], q["columns"], q["where"])
+        return q6_sum(t) if q["q6"] else t.num_rows
+
+    return run
 
 
 def toggle_pairs(spec, target, pairs) -> dict:
@@ -111,8 +118,6 @@ def toggle_pairs(spec, target, pairs) -> dict:
 
     if REPO not in sys.path:
         sys.path.insert(0, REPO)
-    from benchmarks.compare_tpch import q6_sum
-    from qdbpm.table.read import read_table
 
     name, sep, values = target.partition("=")
     mod, _, attr = name.rpartition(".")
@@ -124,10 +129,7 @@ def toggle_pairs(spec, target, pairs) -> dict:
     if not sep or not hasattr(m, attr):
         raise SystemExit(f"ab: --toggle: {mod!r} has no {attr!r}")
     q, old = json.loads(spec), getattr(m, attr)
-
-    def run():
-        t = read_table(q["root"], q["columns"], q["where"])
-        return q6_sum(t) if q["q6"] else t.num_rows
+    run = _runner(q)
 
     got, cpu = {"base": [], "new": []}, {"base": [], "new": []}
     try:

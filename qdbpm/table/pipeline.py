@@ -91,10 +91,7 @@ class Inline:
     work too small to gain from concurrency."""
 
     def submit(self, fn, *args) -> Done:
-        try:
-            return Done(fn(*args))
-        except BaseException as e:  # handed to the consumer, who re-raises it
-            return Done(error=e)
+        return Done.of(fn, *args)  # an error is handed to the consumer, who re-raises it
 
     def cancel(self):
         pass
@@ -113,10 +110,7 @@ class Deferred:
     def _run(self) -> Done:
         with self.lock:
             if self.box is None:
-                try:
-                    self.box = Done(self.fn(*self.args))
-                except BaseException as e:  # handed to every consumer, who re-raises it
-                    self.box = Done(error=e)
+                self.box = Done.of(self.fn, *self.args)  # an error goes to every consumer
         return self.box
 
     def result(self, timeout=None):

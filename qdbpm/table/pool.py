@@ -107,8 +107,8 @@ class Deal:
 
 
 class Done:
-    """A call already run in the thread that wanted it (a stolen `Split`, a range `pipeline.Inline`
-    read): the part of a Future's interface its consumers use (result, exception, done, cancel),
+    """A call already run in the thread that wanted it (a stolen `Split`, a range read by
+    `pipeline.Inline` or `pipeline.Deferred`): the part of a Future's interface its consumers use (result, exception, done, cancel),
     without the Future's condition and lock, which nothing ever waits on (a Q6 one shot made 12
     Futures for its inline reads alone, ~15 calls apiece, for nothing)."""
 
@@ -116,6 +116,14 @@ class Done:
 
     def __init__(self, value=None, error=None):
         self._value, self._error = value, error
+
+    @classmethod
+    def of(cls, fn, *args) -> "Done":
+        """fn(*args) run here: its value, or whatever it raised, kept for the consumer to re-raise."""
+        try:
+            return cls(fn(*args))
+        except BaseException as e:
+            return cls(error=e)
 
     def done(self):
         return True
