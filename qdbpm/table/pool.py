@@ -6,9 +6,11 @@ numpy release the GIL, so the threads run at once."""
 
 from __future__ import annotations
 
+import _thread
 import os
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError
 
 LANES = max(1, min(4, os.cpu_count() or 1))  # this thread + the pool's threads
 
@@ -16,12 +18,96 @@ _pool = None
 _pool_pid = None
 
 
+class Task:
+    """A call queued on the pool, with the part of a Future's interface this package uses
+    (result, exception, done, cancel, cancelled) on two C locks: a Q6 one shot queues 24, and a
+    ThreadPoolExecutor's Future (a Condition, an RLock) and submit (a Semaphore probed per call)
+    cost ~15 us apiece in the calling thread. `run` claims it: whichever thread runs it first
+    (the pool's, or one that needs it now, `Split.steal`) is the only one that does."""
+
+    __slots__ = ("fn", "_claim", "_end", "_value", "_error", "_cancelled")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self._claim = _thread.allocate_lock()  # held by the thread that runs or cancels it
+        self._end = _thread.allocate_lock()  # held until it has run or was cancelled
+        self._end.acquire()
+        self._value = self._error = None
+        self._cancelled = False
+
+    def run(self, here=False) -> bool:
+        """Run it in this thread, unless a thread has claimed it: False then. A failure is kept
+        for `result`; `here` (a thread that needs the result, not the pool's) also raises an
+        interrupt (a KeyboardInterrupt, not an error of the call) at once."""
+        if not self._claim.acquire(False):
+            return False
+        fn, self.fn = self.fn, None
+        try:
+            self._value = fn()
+        except BaseException as e:  # raised where the result is taken, as a Future's is
+            self._error = e
+        self._end.release()
+        if here and self._error is not None and not isinstance(self._error, Exception):
+            raise self._error
+        return True
+
+    def cancel(self) -> bool:
+        """Drop it if no thread has started it."""
+        if not self._claim.acquire(False):
+            return False
+        self.fn, self._cancelled = None, True
+        self._end.release()
+        return True
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def done(self) -> bool:
+        return not self._end.locked()
+
+    def _wait(self):
+        self._end.acquire()
+        self._end.release()
+
+    def exception(self, timeout=None):
+        self._wait()
+        if self._cancelled:
+            raise CancelledError()
+        return self._error
+
+    def result(self, timeout=None):
+        if self.exception() is not None:
+            raise self._error
+        return self._value
+
+
+class _Pool:
+    """LANES - 1 daemon threads running the Tasks of one queue in order (a task claimed
+    elsewhere first is skipped). Daemon: a thread idle in the queue must not hold up the
+    interpreter's exit; every task a stream queues is taken or waited for before it returns."""
+
+    def __init__(self, workers, prefix):
+        self._queue = queue.SimpleQueue()
+        for i in range(workers):
+            threading.Thread(target=self._work, name=f"{prefix}_{i}", daemon=True).start()
+
+    def _work(self):
+        get = self._queue.get
+        while True:
+            get().run()
+
+    def submit(self, fn) -> Task:
+        task = Task(fn)
+        self._queue.put(task)
+        return task
+
+
 def executor():
     """The shared decode pool of this process. A forked child gets its own: the parent's pool
     object survives a fork without its threads, and work queued on it would never run."""
     global _pool, _pool_pid
     if _pool is None or _pool_pid != os.getpid():
-        _pool = ThreadPoolExecutor(max_workers=max(1, LANES - 1), thread_name_prefix="qdbpm-decode")
+        _pool = _Pool(max(1, LANES - 1), "qdbpm-decode")
         _pool_pid = os.getpid()
     return _pool
 
@@ -145,20 +231,14 @@ class Split:
     `direct.presplit`); whoever needs its result first runs it if the pool has not started it
     yet (`steal`). A failure is kept and raised where the result is taken."""
 
-    __slots__ = ("fn", "fu")
+    __slots__ = ("fu",)
 
     def __init__(self, fn):
-        self.fn, self.fu = fn, executor().submit(fn)
+        self.fu = executor().submit(fn)
 
     def steal(self) -> bool:
         """Run it in this thread if the pool has not started it; False when it had."""
-        if not self.fu.cancel():
-            return False
-        try:
-            self.fu = Done(self.fn())
-        except Exception as e:  # raised to the unit that takes it, as the pool's would be
-            self.fu = Done(error=e)
-        return True
+        return self.fu.run(here=True)
 
     def result(self, idle=None):
         """The splits; while the pool runs them, `idle()` may do other work (False: none left)."""
