@@ -24,8 +24,7 @@ from ..prune.bind import bind
 from ..prune.rules import classify
 from ..prune.rows import matching_rows, unscaled_ok, without_proven
 from ..prune.filters import as_predicate
-from .. import arrays
-from . import direct, pool
+from . import decision, direct, pool
 from .decider import decider_for
 from .kinds import kinds
 from .native import skipped_metadata
@@ -100,6 +99,9 @@ class Scan:
         if not footer:  # strict mode checks every partition the keys leave, in partition order
             self._check_strict()
         found, self._full_rows = [], 0
+        # A residual reduced alike in many partitions (months proving their time conjuncts) is one
+        # object: caches key on its identity, not on a hash that walks the tree (~200 calls in Q6).
+        shared = {}
         for g, maybe, always in classes:
             cls = self.plan.class_of(g.positions)
             looks = {c: self._lookup(g, self.plan.residuals[c]) for c in np.unique(cls).tolist()}
@@ -116,7 +118,14 @@ class Scan:
                 s, e = bounds[a], bounds[a + 1]
                 c = int(cls[j])
                 residual = without_proven(self.plan.residuals[c], proven.get(c), idx[s:e][~full[s:e]])
-                look = looks[c] if residual is self.plan.residuals[c] else self._lookup(g, residual)
+                at = c
+                if residual is not self.plan.residuals[c]:  # its conjuncts are the class residual's
+                    if isinstance(residual, E.And):
+                        residual = shared.setdefault((c, tuple(map(id, residual.children))), residual)
+                    at = (id(g), id(residual))
+                    if at not in looks:
+                        looks[at] = self._lookup(g, residual)
+                look = looks[at]
                 found.append((int(g.positions[j]), g, j, idx[s:e] - g.starts[j], full[s:e], c, look, residual))
         found.sort(key=lambda f: f[0])
         self._parts = [self._part(g.members[j][0], g.members[j][1], rgs, full, look, pos, c, residual)
@@ -126,8 +135,8 @@ class Scan:
         self._schema = None
         self._filters = {}  # (residual id, decoded schema) -> the residual as an Arrow expression
         self._groups = {}  # decider.decider_for's cache
-        self._deciders = {}  # partition -> _decider's answer
-        self._unscaled = {}  # (partition, unit columns) -> unscaled_ok's answer
+        self._deciders = {}  # (id of a residual, its columns) -> _decider's answer
+        self._unscaled = {}  # (id of a residual, the unit's fields) -> unscaled_ok's answer
         self._taken = {}  # id(unit) -> _direct_kinds' answer, from _presplit until the unit's decode
 
     # -- the decision ---------------------------------------------------------------------------
@@ -136,33 +145,14 @@ class Scan:
         """One row per surviving row group with rows, in partition then row-group order: columns
         `partition`, `path` (the Parquet object as the filesystem names it), `row_group` (int32),
         `num_rows` (int64) and `full` (statistics prove every row matches)."""
-        parts = [p for p in self._parts if len(p.rgs)]
-        counts = [len(p.rgs) for p in parts]
-        return pa.table({
-            "partition": arrays.repeated([p.name for p in parts], counts),
-            "path": arrays.repeated([p.path for p in parts], counts),
-            "row_group": arrays.numbers(np.concatenate([p.rgs for p in parts] or [[]]), pa.int32()),
-            "num_rows": arrays.numbers(np.concatenate([np.asarray(p.pm.num_rows, np.int64)[p.rgs] for p in parts]
-                                                      or [[]]), pa.int64()),
-            "full": arrays.booleans(np.concatenate([p.full for p in parts] or [[]])),
-        })
+        return decision.row_groups([p for p in self._parts if len(p.rgs)])
 
     def byte_ranges(self) -> pa.Table:
         """The plan `to_reader` / `to_table` fetch, one row per chunk: `path`, `offset` and `length`
         (int64) of the coalesced request that serves it, `partition`, `row_group` (int32) and
         `column` (its name). Several chunks share a request; all-null chunks, answered without
         a fetch, are not listed."""
-        cols = {k: [] for k in ("path", "offset", "length", "partition", "row_group", "column")}
-        for u in self._units_for_read():
-            names = u.pm.column_names
-            for r in u.plan.ranges:
-                for rg, c, _, _ in r.chunks:
-                    for k, v in zip(cols, (u.path, r.start, r.length, u.partition, rg, names[c])):
-                        cols[k].append(v)
-        types = {"path": pa.string(), "offset": pa.int64(), "length": pa.int64(), "partition": pa.string(),
-                 "row_group": pa.int32(), "column": pa.string()}
-        return pa.table({k: arrays.strings(v) if types[k] == pa.string() else arrays.numbers(v, types[k])
-                         for k, v in cols.items()})
+        return decision.byte_ranges(self._units_for_read())
 
     # -- rows -----------------------------------------------------------------------------------
 
@@ -426,10 +416,12 @@ class Scan:
     def _decider(self, p):
         """For `direct.distinct_rows`: table -> {column: where its conjuncts of p's residual are
         TRUE}, or None when the residual reads keys or is not an AND of one-column conjuncts."""
-        got = self._deciders.get(p.name, False)  # per partition: hashing the residual costs per unit
+        names = [p.pm.column_names[c] for c in p.pred_cols]
+        key = (id(p.residual), bool(p.needs), tuple(names))  # the residual is alive with p
+        got = self._deciders.get(key, False)
         if got is False:
-            got = self._deciders[p.name] = None if p.needs else \
-                decider_for(self._groups, p.residual, [p.pm.column_names[c] for c in p.pred_cols], self._filter)
+            got = self._deciders[key] = None if p.needs else \
+                decider_for(self._groups, p.residual, names, self._filter)
         return got
 
     def _presplit(self, unit, blobs):
@@ -456,7 +448,7 @@ class Scan:
             if not filtered:
                 arrays = direct.decode(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks, unit.plan.all_null)
                 return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-            key = (p.name, tuple(unit.columns))  # the same for a partition's filtered units
+            key = (id(p.residual), tuple(fields))  # the residual is alive with p
             unscaled = self._unscaled.get(key)
             if unscaled is None:
                 unscaled = self._unscaled[key] = unscaled_ok(p.residual, pa.schema(fields))
