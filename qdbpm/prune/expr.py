@@ -292,17 +292,19 @@ def nnf(e: Expr, negate: bool = False) -> Expr:
 
 def atoms(e) -> list:
     """The leaves of `e` (every node but And / Or / Not / Literal), in order, each node once."""
-    out, seen = [], set()
-
-    def walk(n):
-        if isinstance(n, (And, Or)):
-            for c in n.children:
-                walk(c)
-        elif isinstance(n, Not):
-            walk(n.child)
-        elif not isinstance(n, Literal) and id(n) not in seen:
-            seen.add(id(n))
-            out.append(n)
-
-    walk(e)
+    out = []
+    _atoms(e, out, set())
     return out
+
+
+def _atoms(n, out, seen):
+    # a module function, not a closure calling itself: that closure and its cell form a cycle
+    # left to the cycle collector on every call
+    if isinstance(n, (And, Or)):
+        for c in n.children:
+            _atoms(c, out, seen)
+    elif isinstance(n, Not):
+        _atoms(n.child, out, seen)
+    elif not isinstance(n, Literal) and id(n) not in seen:
+        seen.add(id(n))
+        out.append(n)

@@ -13,6 +13,7 @@ predicate, and key columns are its key values repeated."""
 
 from __future__ import annotations
 
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -359,14 +360,7 @@ class Scan:
         return t.filter(self._filter(p.residual, t.schema)).num_rows
 
     def _filter(self, residual, schema):
-        """to_arrow(residual, schema), kept on the table (per scan for an unhashable literal)."""
-        try:
-            return self.table.arrow_filter(residual, schema)
-        except TypeError:  # a literal that cannot be hashed: this scan's own cache
-            expr = self._filters.get((id(residual), schema))
-            if expr is None:
-                expr = self._filters[(id(residual), schema)] = to_arrow(residual, schema)
-            return expr
+        return _arrow_filter(self.table, self._filters, residual, schema)
 
     def _decode(self, unit, blobs, ready=None, idle=None) -> pa.Table:
         """The unit's rows that match, with the key columns of `columns` (the exact filter reads
@@ -421,7 +415,7 @@ class Scan:
         got = self._deciders.get(key, False)
         if got is False:
             got = self._deciders[key] = None if p.needs else \
-                decider_for(self._groups, p.residual, names, self._filter)
+                decider_for(self._groups, p.residual, names, partial(_arrow_filter, self.table, self._filters))
         return got
 
     def _presplit(self, unit, blobs):
@@ -490,3 +484,16 @@ class Scan:
 
     def __repr__(self):
         return f"<Scan {self.table.root!r} where={self.predicate!r} columns={self.columns}>"
+
+
+def _arrow_filter(table, own, residual, schema):
+    """to_arrow(residual, schema), kept on the table (in `own`, a scan's, for an unhashable
+    literal). A function, not the scan's method: a Decider keeps it, and a scan it pointed back
+    to would be freed only by the cycle collector, with its parts and their `_pm`."""
+    try:
+        return table.arrow_filter(residual, schema)
+    except TypeError:
+        expr = own.get((id(residual), schema))
+        if expr is None:
+            expr = own[(id(residual), schema)] = to_arrow(residual, schema)
+        return expr

@@ -261,3 +261,34 @@ def test_a_column_read_for_the_filter_only_is_not_gathered(tmp_path, monkeypatch
     got = read_table(str(tmp_path / "t"), ["k", "s"], where)
     assert got.column_names == ["k", "s"] and got.equals(want.select(["k", "s"]))
     assert "q" not in gathered and {"k", "s"} <= set(gathered)
+
+
+@pytest.mark.parametrize("how", ["read_table", "count", "to_reader"])
+def test_a_scan_leaves_no_reference_cycle(roots, spy, how):
+    """A scan's Decider keeps its filter function; were that the scan's bound method, the scan,
+    its parts and their open `_pm` would form a cycle freed only by the cycle collector (a TPC-H
+    Q6 one shot left 246 objects to it, ~3 % of its time in collections). Everything a scan
+    makes is freed when it is dropped."""
+    import gc
+
+    root = roots["pyarrow-snappy-v1-dict"]
+    where = SPLIT[1]
+
+    def run():
+        if how == "read_table":
+            return read_table(root, None, where).num_rows
+        with qdbpm.open_table(root) as t:
+            s = t.scan(where)
+            return s.count() if how == "count" else s.to_reader().read_all().num_rows
+
+    run()
+    gc.collect()
+    old = gc.get_debug()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        assert run() > 0
+        assert gc.collect() == 0, sorted({getattr(o, "__qualname__", type(o).__qualname__) for o in gc.garbage})
+    finally:
+        gc.set_debug(old)
+        gc.garbage.clear()
+    assert spy["passes"] > 0  # the per-value pass ran (its Decider was made and kept)
