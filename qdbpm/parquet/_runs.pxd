@@ -1,7 +1,8 @@
 # cython: language_level=3
-"""The RLE / bit-packed hybrid's run walker, shared by the page kernels (`_pages`, `_select`):
-`next_run` reads and checks one run's header; the kernels differ only in what they do with a
-run's values. Errors raise ParquetFormatError naming the byte (`_error`, on the error path only).
+"""The RLE / bit-packed hybrid's run walker, shared by the page kernels (`_pages`, and any other
+kernel module that walks runs): `next_run` reads and checks one run's header; the kernels differ
+only in what they do with a run's values. Errors raise ParquetFormatError naming the byte
+(`_error`, on the error path only).
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint64_t

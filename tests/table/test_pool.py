@@ -159,3 +159,63 @@ def test_a_read_deals_a_units_columns_largest_first(tmp_path, monkeypatch, where
         assert [size[i] for i in items] == sorted(size, reverse=True) and len(set(size)) == len(size)
         checked += 1
     assert checked == 1
+
+
+def test_a_task_runs_once_whichever_thread_claims_it_first():
+    """pool.Task: the pool's thread and any number of threads that need it race to run it; one
+    does, the others are told it was taken, and all see its one result."""
+    go = threading.Event()
+    runs = []
+    task = pool.Task(lambda: runs.append(threading.get_ident()) or len(runs))
+    claimed = []
+
+    def race():
+        go.wait()
+        claimed.append(task.run(here=True))
+
+    threads = [threading.Thread(target=race) for _ in range(8)]
+    for t in threads:
+        t.start()
+    go.set()
+    for t in threads:
+        t.join()
+    assert sorted(claimed) == [False] * 7 + [True] and len(runs) == 1
+    assert task.done() and task.result() == 1 and not task.cancelled()
+    assert not task.cancel()  # it ran: too late
+
+
+def test_a_cancelled_task_never_runs_and_says_so():
+    from concurrent.futures import CancelledError
+
+    ran = []
+    task = pool.Task(lambda: ran.append(1))
+    assert task.cancel() and task.cancelled() and task.done()
+    assert not task.run() and not ran
+    with pytest.raises(CancelledError):
+        task.result()
+
+
+def test_a_task_keeps_its_failure_and_an_interrupt_is_raised_where_it_was_stolen():
+    """An error of the call is raised where the result is taken (the pool's thread never dies
+    of it); an interrupt in the thread that ran it here is raised there at once as well."""
+    def bad():
+        raise ValueError("page")
+
+    task = pool.Task(bad)
+    assert task.run(here=True)
+    with pytest.raises(ValueError, match="page"):
+        task.result()
+    assert isinstance(task.exception(), ValueError)
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    task = pool.Task(interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        task.run(here=True)
+    with pytest.raises(KeyboardInterrupt):
+        task.result()
+    on_pool = pool.executor().submit(bad)
+    with pytest.raises(ValueError):
+        on_pool.result()
+    assert pool.executor().submit(lambda: 7).result() == 7  # the pool's thread lives on
