@@ -52,12 +52,18 @@ class Task:
         return True
 
     def cancel(self) -> bool:
-        """Drop it if no thread has started it."""
+        """Drop it if no thread has started it. True also when it was dropped before, as a
+        Future's cancel: a second close of a Deal must not take a dropped helper for a run one."""
         if not self._claim.acquire(False):
-            return False
+            return self._cancelled
         self.fn, self._cancelled = None, True
         self._end.release()
         return True
+
+    def settle(self):
+        """Drop it if no thread has started it, else wait for it to end (never raises)."""
+        if not self.cancel():
+            self._wait()
 
     def cancelled(self) -> bool:
         return self._cancelled
@@ -189,7 +195,7 @@ class Deal:
         with self.lock:
             self.next = len(self.items)
         for fu in self.helpers:
-            fu.cancel() or fu.exception()
+            fu.settle()
 
 
 class Done:
@@ -249,7 +255,15 @@ class Split:
 
     def close(self):
         """Drop it if the pool has not started it, else wait for it to end (never raises)."""
-        self.fu.cancel() or self.fu.exception()
+        self.fu.settle()
+
+
+def close_all(started):
+    """Close every Split of `started` (as steal_one's): one the pool has not started is dropped,
+    a stream's later units are never read when it ends early."""
+    for splits in started.values():
+        for task in (splits or {}).values():
+            task.close()
 
 
 def steal_one(started) -> bool:
