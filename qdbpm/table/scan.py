@@ -456,31 +456,32 @@ class Scan:
         arrow_pool, freed = pa.default_memory_pool(), 0
         units = self._units_for_read()
         ahead, started = [], {}  # started: id(unit) -> its presplit (None: not split ahead)
-        for unit, blobs in self._stream(units, inline=self._inline(units), ahead=ahead):
-            # Arrow's allocator keeps freed pages for reuse; handing them back once per half
-            # budget streamed keeps RSS near the budget on long scans, at one call per ~budget/2.
-            freed += unit.size
-            if freed > self.memory_budget // 2:
-                arrow_pool.release_unused()
-                freed = 0
-            # Several units: the pool decompresses the next ones (admitted, so charged, and
-            # fetched) while this thread filters and gathers this one, and takes back a column
-            # the pool has not started; a lone unit's columns are shared between this thread
-            # and the pool as decode_filtered splits them.
-            if ahead and started.get(id(unit)) is None:  # the first, or one fetched late
-                started[id(unit)] = self._presplit(unit, blobs)
-            for u, fetching in ahead:
-                if started.get(id(u)) is None:
-                    started[id(u)] = self._presplit(u, fetching)
-            target = self.schema  # worked out once the first units are started (to_table): the pool splits meanwhile
-            t = self._decode(unit, blobs, started.pop(id(unit), None), lambda: pool.steal_one(started))
-            del blobs
-            t = t.select(self.columns)
-            if not t.schema.equals(target, check_metadata=True):
-                t = t.cast(target)
-            for b in t.to_batches(max_chunksize=self.batch_rows):
-                if b.num_rows:
-                    yield b
+        try:
+            for unit, blobs in self._stream(units, inline=self._inline(units), ahead=ahead):
+                # Arrow's allocator keeps freed pages for reuse; handing them back once per half
+                # budget streamed keeps RSS near the budget on long scans, at one call per ~budget/2.
+                freed += unit.size
+                if freed > self.memory_budget // 2:
+                    arrow_pool.release_unused()
+                    freed = 0
+                # Several units: the pool splits the next ones (admitted, fetched) while this thread
+                # decodes this one and steals what it has not started; a lone unit: decode_filtered.
+                if ahead and started.get(id(unit)) is None:  # the first, or one fetched late
+                    started[id(unit)] = self._presplit(unit, blobs)
+                for u, fetching in ahead:
+                    if started.get(id(u)) is None:
+                        started[id(u)] = self._presplit(u, fetching)
+                target = self.schema  # worked out once the first units are started (to_table): the pool splits meanwhile
+                t = self._decode(unit, blobs, started.pop(id(unit), None), lambda: pool.steal_one(started))
+                del blobs
+                t = t.select(self.columns)
+                if not t.schema.equals(target, check_metadata=True):
+                    t = t.cast(target)
+                for b in t.to_batches(max_chunksize=self.batch_rows):
+                    if b.num_rows:
+                        yield b
+        finally:  # closed early (a reader dropped, a failure): the pool drops what it has not started
+            pool.close_all(started)
 
     def __repr__(self):
         return f"<Scan {self.table.root!r} where={self.predicate!r} columns={self.columns}>"

@@ -277,3 +277,33 @@ def test_to_table_works_out_the_schema_once_the_first_units_are_started(tmp_path
         events.clear()
         got = table.scan(where, cols).to_reader().read_all()
         assert same(got, want) and events[0] == "schema"
+
+
+def test_a_stream_closed_early_drops_the_splits_the_pool_has_not_started(tmp_path, lanes, monkeypatch):
+    """A reader dropped after its first batch: the later units' Splits still queued (the pool
+    held busy) are dropped, not left to decompress pages nobody will read; none runs once the
+    pool is free."""
+    root = str(tmp_path / "t")
+    _table(root)
+    made = []
+
+    class Seen(pool.Split):
+        __slots__ = ()
+
+        def __init__(self, fn):
+            super().__init__(fn)
+            made.append(self)
+
+    monkeypatch.setattr(pool, "Split", Seen)
+    go, held = _blocked_pool()
+    try:
+        batches = qdbpm.open_table(root).scan("q < 24 AND s = 'b'", ["k", "note"], batch_rows=100)._batches()
+        assert next(batches).num_rows
+        queued = [s for s in made if not s.fu.done()]
+        assert queued  # later units split ahead, waiting for the pool
+        batches.close()
+        assert all(s.fu.cancelled() for s in queued)
+    finally:
+        go.set()
+        for h in held:
+            h.result()
