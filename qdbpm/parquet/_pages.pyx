@@ -282,7 +282,7 @@ cdef extern from *:
 def mask_rows(const uint8_t[::1] mask, int64_t[::1] out):
     """np.flatnonzero of a filter pass's keep mask into out[:k]; returns k. A word per step, a zero
     word skipped, a nonzero one's 8 positions written without a branch each (each written, the
-    next over it unless its byte is nonzero). `out` holds k + 8 values (the caller counts k)."""
+    next over it unless its byte is nonzero). `out` holds k + 8 values: len(mask) + 8 always do."""
     cdef Py_ssize_t n = mask.shape[0], cap = out.shape[0] - 8, i = 0, j = 0, b
     cdef uint64_t w
     if cap < 0:

@@ -240,7 +240,8 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
                 if key[0] is not None:
                     decide.remember(*key, lut)
             luts[f.name] = lut
-    keep = np.ones(n, np.uint8)
+    keep = buffers.empty(n, np.uint8)  # Arrow's pool: a block the last unit freed, in cache (np.ones: 4 -> 40 us)
+    keep.fill(1)
     for f, sp in zip(fields, splits):
         lut = luts.get(f.name)
         if lut is None:
