@@ -348,7 +348,7 @@ def lookup_and(split: Split, lut, null, out):
 def kept_rows(keep) -> np.ndarray:
     """np.flatnonzero of a uint8 keep mask (`lookup_and`'s out) as int64 rows, by the kernel
     (`_pages.mask_rows`): about twice numpy's speed on the sparse masks a selective filter leaves.
-    One pass: the rows go to a buffer with room for all (Arrow's pool maps what is written only)."""
+    One pass: the rows go to a buffer with room for every row (its pages past the rows kept are never touched)."""
     out = buffers.empty(len(keep) + 8, np.int64)
     return out[:_pages.mask_rows(keep, out)]
 

@@ -253,17 +253,15 @@ class Split:
                 pass
         return self.fu.result()
 
-    def close(self):
-        """Drop it if the pool has not started it, else wait for it to end (never raises)."""
-        self.fu.settle()
 
-
-def close_all(started):
-    """Close every Split of `started` (as steal_one's): one the pool has not started is dropped,
-    a stream's later units are never read when it ends early."""
+def drop_all(started):
+    """Drop every Split of `started` (as steal_one's) the pool has not started: a stream that
+    ends early never reads its later units. One running is left to end on its own: waiting for
+    it could be a wait for this very thread (a generator finalised by the cycle collector on a
+    pool thread, in the middle of one)."""
     for splits in started.values():
         for task in (splits or {}).values():
-            task.close()
+            task.fu.cancel()
 
 
 def steal_one(started) -> bool:

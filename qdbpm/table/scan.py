@@ -481,7 +481,7 @@ class Scan:
                     if b.num_rows:
                         yield b
         finally:  # closed early (a reader dropped, a failure): the pool drops what it has not started
-            pool.close_all(started)
+            pool.drop_all(started)
 
     def __repr__(self):
         return f"<Scan {self.table.root!r} where={self.predicate!r} columns={self.columns}>"
