@@ -105,7 +105,8 @@ class Scan:
         shared = {}
         for g, maybe, always in classes:
             cls = self.plan.class_of(g.positions)
-            looks = {c: self._lookup(g, self.plan.residuals[c]) for c in np.unique(cls).tolist()}
+            # id(residual) -> _lookup's answer in g: every class's first (an error is raised as without survivors)
+            looks = {id(r): self._lookup(g, r) for r in map(self.plan.residuals.__getitem__, np.unique(cls).tolist())}
             idx = np.nonzero(maybe & (g.rows64 > 0))[0]  # a row group without rows is never read
             if not idx.size:
                 continue
@@ -119,14 +120,11 @@ class Scan:
                 s, e = bounds[a], bounds[a + 1]
                 c = int(cls[j])
                 residual = without_proven(self.plan.residuals[c], proven.get(c), idx[s:e][~full[s:e]])
-                at = c
-                if residual is not self.plan.residuals[c]:  # its conjuncts are the class residual's
-                    if isinstance(residual, E.And):
-                        residual = shared.setdefault((c, tuple(map(id, residual.children))), residual)
-                    at = (id(g), id(residual))
-                    if at not in looks:
-                        looks[at] = self._lookup(g, residual)
-                look = looks[at]
+                if residual is not self.plan.residuals[c] and isinstance(residual, E.And):  # the class's conjuncts
+                    residual = shared.setdefault((c, tuple(map(id, residual.children))), residual)
+                look = looks.get(id(residual))  # every residual here is alive (plan, shared, found)
+                if look is None:
+                    look = looks[id(residual)] = self._lookup(g, residual)
                 found.append((int(g.positions[j]), g, j, idx[s:e] - g.starts[j], full[s:e], c, look, residual))
         found.sort(key=lambda f: f[0])
         self._parts = [self._part(g.members[j][0], g.members[j][1], rgs, full, look, pos, c, residual)
@@ -471,7 +469,7 @@ class Scan:
                 for u, fetching in ahead:
                     if started.get(id(u)) is None:
                         started[id(u)] = self._presplit(u, fetching)
-                target = self.schema  # worked out once the first units are started (to_table): the pool splits meanwhile
+                target = self.schema  # worked out once the first units are started: the pool splits meanwhile
                 t = self._decode(unit, blobs, started.pop(id(unit), None), lambda: pool.steal_one(started))
                 del blobs
                 t = t.select(self.columns)
