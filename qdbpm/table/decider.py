@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..parquet import pages
+from ..prune.compiled import field_key
 from ..prune.rows import by_column, truths
 
 
@@ -40,7 +41,7 @@ class Decider:
         dt = values[0].dtype if values else None
         if values and any(v.dtype != dt for v in values):
             return None, None
-        key = (field, kind, None if dt is None else dt.str)
+        key = (field_key(field), kind, None if dt is None else dt.str)  # an unscaled field's scale included
         if key in self.refused:
             return None, None
         return key, (None if not values else values[0] if len(values) == 1 else np.concatenate(values))

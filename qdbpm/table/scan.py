@@ -22,6 +22,7 @@ from ..errors import ParquetFormatError, PmError
 from ..prune import expr as E
 from ..prune.arrow import to_arrow
 from ..prune.bind import bind
+from ..prune.compiled import arrow_key
 from ..prune.rules import classify
 from ..prune.rows import matching_rows, unscaled_ok, without_proven
 from ..prune.filters import as_predicate
@@ -492,7 +493,8 @@ def _arrow_filter(table, own, residual, schema):
     try:
         return table.arrow_filter(residual, schema)
     except TypeError:
-        expr = own.get((id(residual), schema))
+        key = (id(residual), arrow_key(schema))
+        expr = own.get(key)
         if expr is None:
-            expr = own[(id(residual), schema)] = to_arrow(residual, schema)
+            expr = own[key] = to_arrow(residual, schema)
         return expr

@@ -24,7 +24,7 @@ from ..errors import PmError, PredicateError, StorageError
 from ..meta import ParquetMeta, open as open_pm
 from ..prune.bind import bind
 from ..prune.arrow import to_arrow
-from ..prune.compiled import compiled
+from ..prune.compiled import arrow_key, compiled
 from ..prune.filters import as_predicate
 from ..prune.rules import classify, evaluate
 from ..prune.stats import Schema
@@ -152,7 +152,7 @@ class Table:
         expr = compiled(predicate, schema)
         if expr is not None:
             return expr
-        key = (predicate, schema)
+        key = (predicate, arrow_key(schema))
         expr = self._filters.get(key)
         if expr is None:
             if len(self._filters) >= 256:

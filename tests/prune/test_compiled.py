@@ -61,3 +61,19 @@ def test_the_cache_is_bounded(monkeypatch):
     for k in range(10):
         C.compiled(E.Cmp("x", "<", k), SCHEMA)
         assert len(C._kept) <= 4
+
+
+def test_schemas_that_differ_only_in_an_unscaled_fields_scale_are_two_entries():
+    """pyarrow's Schema equality ignores field metadata, which holds an unscaled DECIMAL's scale:
+    the same int64 column is 0.05 at scale 2 and 0.005 at scale 3, so `d >= 0.05` compiles to
+    `d >= 5` and to `d >= 50`. One entry for both read the second partition with the first's
+    literal (a scan over partitions whose decimal scales differ kept wrong rows)."""
+    from qdbpm.prune.rows import unscaled_field
+
+    p = E.Cmp("d", ">=", decimal.Decimal("0.05"))
+    two, three = (pa.schema([unscaled_field("d", pa.decimal128(9, s))]) for s in (2, 3))
+    assert two == three  # pyarrow's view: why the key adds the metadata
+    got2, got3 = C.compiled(p, two), C.compiled(p, three)
+    assert got2.equals(to_arrow(p, two)) and got3.equals(to_arrow(p, three))
+    assert not got2.equals(got3)
+    assert C.arrow_key(two) != C.arrow_key(three) and C.arrow_key(two) == C.arrow_key(pa.schema(list(two)))

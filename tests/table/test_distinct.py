@@ -199,6 +199,37 @@ def test_dictionaries_decided_before_are_looked_up_across_partitions(tmp_path, m
     assert seen["hit"] and seen["miss"]
 
 
+@pytest.mark.parametrize("where", ["d >= 0.05", "d >= 0.05 OR k < 0", "unhashable"])  # per value; row filter
+def test_partitions_whose_decimal_scales_differ_are_each_filtered_at_their_own_scale(tmp_path, where):
+    """The same unscaled values at scale 2 and at scale 3 (0.05 and 0.005 are both 5): a scan held
+    the filter pass's answers (Decider's memo) and compiled filters (prune.compiled, the table's
+    and the scan's caches) by pyarrow's Field / Schema equality, which ignores the metadata that
+    holds the scale, so the scale-3 partition was read with the scale-2 answers. Reads and counts
+    equal pyarrow's filter over each file."""
+    import decimal
+
+    import pyarrow.compute as pc
+
+    rng = np.random.default_rng(3)
+    want = 0
+    for i, s in enumerate([2, 3, 2]):
+        ints = rng.integers(0, 120, 600)  # 0..1.19 at scale 2, 0..0.119 at scale 3: neither pruned whole
+        t = pa.table({"k": np.arange(i * 600, (i + 1) * 600), "b": [b"x", b"y"] * 300,
+                      "d": pa.array([decimal.Decimal(int(x)).scaleb(-s) for x in ints], pa.decimal128(9, s))})
+        d = tmp_path / "t" / f"p={i}"
+        d.mkdir(parents=True)
+        pq.write_table(t, d / "data.parquet", store_decimal_as_integer=True, row_group_size=300)
+        qdbpm.generate(str(d / "data.parquet"))
+        want += pc.sum(pc.greater_equal(t["d"], pa.scalar(decimal.Decimal("0.05")))).as_py()
+    root = str(tmp_path / "t")
+    assert 0 < want < 1800
+    if where == "unhashable":  # the row filter compiled in the scan's own cache (a bytearray literal)
+        where = (qdbpm.col("d") >= decimal.Decimal("0.05")) | (qdbpm.col("b") == bytearray(b"zz"))
+    assert read_table(root, ["k"], where).num_rows == want
+    with qdbpm.open_table(root) as t:
+        assert t.scan(where).count() == want
+
+
 @pytest.mark.parametrize("small", [0, Decider.SMALL])  # lookups through numpy, and through a dict
 def test_decider_memo_matches_values_by_bits(monkeypatch, small):
     """The memo answers only for values it holds bit for bit; a new value, or another NaN or
