@@ -328,3 +328,43 @@ def test_a_scan_leaves_no_reference_cycle(roots, spy, how):
         gc.set_debug(old)
         gc.garbage.clear()
     assert spy["passes"] > 0  # the per-value pass ran (its Decider was made and kept)
+
+
+def test_a_later_scan_of_the_same_question_looks_up_what_an_earlier_one_decided(tmp_path, monkeypatch):
+    """The process keeps a Decider per question (decider._kept): a second one-shot read, its table
+    opened afresh, evaluates no dictionary value decided before, reads the same rows, and keeps
+    no reference to the first read's table; a new value is still evaluated."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(decider, "_kept", {})
+    evaluated = []
+    real = decider.truths
+
+    def truths(t, exprs):
+        evaluated.append(t.num_rows)
+        return real(t, exprs)
+
+    monkeypatch.setattr(decider, "truths", truths)
+    root = tmp_path / "t"
+    for i, top in enumerate([20, 20, 30]):  # the third partition adds values 20..29
+        d = root / f"p={i}"
+        d.mkdir(parents=True)
+        t = pa.table({"k": np.arange(i * 500, (i + 1) * 500), "q": np.arange(500) % top})
+        pq.write_table(t, d / "data.parquet")
+        qdbpm.generate(str(d / "data.parquet"))
+    where = "q < 7 AND k >= 0"
+    want = sum(min(7, top) * (500 // top) + min(7, 500 % top) for top in (20, 20, 30))
+    t = qdbpm.open_table(str(root))
+    assert t.scan(where, ["k"]).to_table().num_rows == want
+    first = len(evaluated)
+    assert first >= 2  # p=0's values, then p=2's new ones
+    gone = weakref.ref(t)
+    t.close()
+    del t
+    gc.collect()
+    assert gone() is None  # the kept Decider holds no table
+    assert read_table(str(root), ["k"], where).num_rows == want
+    assert len(evaluated) == first  # every value looked up
+    assert read_table(str(root), ["k"], "q < 8 AND k >= 0").num_rows > want  # another question: evaluated
+    assert len(evaluated) > first
