@@ -79,6 +79,10 @@ class Decider:
             return None
         return np.append(answers[pos], np.uint8(null))
 
+    def size(self) -> int:
+        """The values its memo holds, over every column."""
+        return sum(len(hit[0]) for hit in list(self.memo.values()))
+
     def remember(self, key, values, lut):
         """Keep the answers `lut` (per value of `values`, then the null's)."""
         if key in self.refused:
@@ -98,7 +102,8 @@ class Decider:
         self.memo[key] = (known, answers, lut[-1], dict(zip(known.tolist(), answers.tolist())))
 
 
-KEPT = 32  # Deciders kept for the process (`decider_for`); past it the cache starts over
+KEPT = 32  # Deciders kept for the process (`decider_for`); past it the cache starts over,
+KEPT_VALUES = 1 << 16  # as past this many values in their memos (~8 MB: a Decider's own bound is 64 x 4096)
 _kept: dict = {}
 
 
@@ -115,10 +120,10 @@ def decider_for(cache, residual, names, arrow_filter):
     sig = literal_signature(residual)
     if sig is not None:
         key = (residual, sig, tuple(names))
+        if len(_kept) >= KEPT or sum(d.size() for d in list(_kept.values()) if d is not None) > KEPT_VALUES:
+            _kept.clear()  # checked at every scan: a kept Decider's memo grows after it is made
         got = _kept.get(key, False)
         if got is False:
-            if len(_kept) >= KEPT:
-                _kept.clear()
             got = _kept[key] = _decider(residual, names, _compiled)
         return got
     try:

@@ -368,3 +368,50 @@ def test_a_later_scan_of_the_same_question_looks_up_what_an_earlier_one_decided(
     assert len(evaluated) == first  # every value looked up
     assert read_table(str(root), ["k"], "q < 8 AND k >= 0").num_rows > want  # another question: evaluated
     assert len(evaluated) > first
+
+
+def test_the_process_keeps_a_bounded_number_of_decided_values(monkeypatch):
+    """Past KEPT_VALUES values in the kept Deciders' memos (or KEPT Deciders) the process's cache
+    starts over, checked at every scan: a long-lived process asked many questions over
+    high-cardinality columns does not grow without bound."""
+    monkeypatch.setattr(decider, "_kept", {})
+    monkeypatch.setattr(decider, "KEPT_VALUES", 100)
+    names = ["q"]
+    first = decider.decider_for({}, E.Cmp("q", "<", 5), names, None)
+    assert decider.decider_for({}, E.Cmp("q", "<", 5), names, None) is first  # kept
+    f = pa.field("q", pa.int64())
+    key, values = first.key(f, "view", [pages.Fixed(np.arange(150), None)])
+    first.remember(key, values, np.zeros(151, np.uint8))
+    assert first.size() == 150
+    again = decider.decider_for({}, E.Cmp("q", "<", 5), names, None)
+    assert again is not first and again.size() == 0  # over the bound: started over
+    for i in range(decider.KEPT):
+        decider.decider_for({}, E.Cmp("q", "<", i), names, None)
+    assert len(decider._kept) <= decider.KEPT
+
+
+def test_scans_in_threads_share_the_process_deciders_and_read_right(tmp_path, monkeypatch):
+    """Threads reading two tables whose dictionaries differ (each adding values the other's memo
+    lacks) through one kept Decider: every read equals pyarrow's filter, whatever the
+    interleaving of their lookups and remembers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(decider, "_kept", {})
+    roots, want = [], []
+    where = "q < 23 AND k >= 0"
+    for j, (lo, top) in enumerate([(0, 40), (15, 60)]):
+        for i in range(3):
+            d = tmp_path / f"t{j}" / f"p={i}"
+            d.mkdir(parents=True)
+            q = lo + (np.arange(900) * (7 + i)) % (top - lo + i)
+            pq.write_table(pa.table({"k": np.arange(900), "q": q}), d / "data.parquet", row_group_size=300)
+            qdbpm.generate(str(d / "data.parquet"))
+        roots.append(str(tmp_path / f"t{j}"))
+        whole = ds.dataset(roots[-1], format="parquet").to_table()
+        want.append(whole.filter(to_arrow(where_text(where), whole.schema)).num_rows)
+    assert want[0] != want[1]
+    jobs = [(r % 2) for r in range(24)]
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(lambda j: read_table(roots[j], ["k"], where).num_rows, jobs))
+    assert got == [want[j] for j in jobs]
+    assert len(decider._kept) == 1
