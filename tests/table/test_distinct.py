@@ -31,6 +31,13 @@ SPLIT = ["s = 'w07' AND i32 > 0", "s IN ('w01', 'w02', 'w29') AND f64 < 0.5 AND 
          "dec * 2 > 100 AND dec9 < 100000", "NOT (s = 'w05') AND ts_us > TIMESTAMP '2026-01-01 00:00:00'"]
 
 
+@pytest.fixture(autouse=True)
+def fresh_deciders(monkeypatch):
+    """Each test starts with no Decider kept for the process (decider._kept): what one test
+    decided never turns another's evaluation into a lookup."""
+    monkeypatch.setattr(decider, "_kept", {})
+
+
 @pytest.fixture
 def spy(monkeypatch):
     """Counts of per-value passes and of chunks decided on their dictionaries."""
@@ -337,7 +344,6 @@ def test_a_later_scan_of_the_same_question_looks_up_what_an_earlier_one_decided(
     import gc
     import weakref
 
-    monkeypatch.setattr(decider, "_kept", {})
     evaluated = []
     real = decider.truths
 
@@ -374,7 +380,6 @@ def test_the_process_keeps_a_bounded_number_of_decided_values(monkeypatch):
     """Past KEPT_VALUES values in the kept Deciders' memos (or KEPT Deciders) the process's cache
     starts over, checked at every scan: a long-lived process asked many questions over
     high-cardinality columns does not grow without bound."""
-    monkeypatch.setattr(decider, "_kept", {})
     monkeypatch.setattr(decider, "KEPT_VALUES", 100)
     names = ["q"]
     first = decider.decider_for({}, E.Cmp("q", "<", 5), names, None)
@@ -390,13 +395,12 @@ def test_the_process_keeps_a_bounded_number_of_decided_values(monkeypatch):
     assert len(decider._kept) <= decider.KEPT
 
 
-def test_scans_in_threads_share_the_process_deciders_and_read_right(tmp_path, monkeypatch):
+def test_scans_in_threads_share_the_process_deciders_and_read_right(tmp_path):
     """Threads reading two tables whose dictionaries differ (each adding values the other's memo
     lacks) through one kept Decider: every read equals pyarrow's filter, whatever the
     interleaving of their lookups and remembers."""
     from concurrent.futures import ThreadPoolExecutor
 
-    monkeypatch.setattr(decider, "_kept", {})
     roots, want = [], []
     where = "q < 23 AND k >= 0"
     for j, (lo, top) in enumerate([(0, 40), (15, 60)]):
