@@ -162,13 +162,16 @@ class Report:
                               **({"extra": extra[c.name]} if extra and c.name in extra else {})})
         print(f"  (ratio = time / time of {base.name!r})")
 
-    def goal(self, text, value, target, unit, higher_is_better=True, report_only=False):
+    def goal(self, text, value, target, unit, higher_is_better=True, report_only=False, rounds=None):
         """A goal from the issues (met / MISSED), or with report_only a number shown against the
-        same target for context, never judged."""
+        same target for context, never judged. `rounds`: the same ratio per round (`round_ratios`),
+        printed as its range: a verdict near its line that one run's rounds straddle is not settled
+        by that run's medians."""
         met = value >= target if higher_is_better else value <= target
         self.goals.append({"goal": text, "value": value, "target": target, "unit": unit,
                            "op": ">=" if higher_is_better else "<=", "met": None if report_only else bool(met),
-                           "margin": (value / target) if higher_is_better else (target / value)})
+                           "margin": (value / target) if higher_is_better else (target / value),
+                           **({"rounds": list(rounds)} if rounds else {})})
 
     def print_goals(self):
         print("\n== goals")
@@ -178,8 +181,19 @@ class Report:
             v = g["value"]
             vs = f"{v:,.1f}" if v >= 10 else f"{v:.3g}"
             status = "report" if g["met"] is None else ("met" if g["met"] else "MISSED")
+            spread = f"; rounds {_short(min(g['rounds']))}-{_short(max(g['rounds']))}" if g.get("rounds") else ""
             print(f"  {g['goal']:<{width}}  {vs:>10} {g['unit']:<9} {status:<6} "
-                  f"({g['margin']:.2f}x the target {op} {g['target']:,})")
+                  f"({g['margin']:.2f}x the target {op} {g['target']:,}{spread})")
+
+
+def _short(v) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def round_ratios(peer, base) -> list:
+    """peer's time / base's in each round: `run_rounds` samples both once a round, close in time,
+    so each ratio cancels most of the drift a shared VM shows between rounds."""
+    return [a / b for a, b in zip(peer.samples, base.samples)]
 
 
 # --- peers -------------------------------------------------------------------------------------
