@@ -65,7 +65,7 @@ import numpy as np  # noqa: E402
 from benchmarks import datasets as D  # noqa: E402
 from benchmarks.compare_tables import scenario_oneshot, scenario_table  # noqa: E402
 from benchmarks.compare_tpch import scenario_tpch  # noqa: E402
-from benchmarks.harness import Contender, Report, duckdb_connection, round_ratios, run_rounds  # noqa: E402
+from benchmarks.harness import Contender, Report, duckdb_connection, run_rounds  # noqa: E402
 
 SCENARIOS = ("open", "prune", "generate", "table", "oneshot", "tpch", "bloom", "crc")
 
@@ -95,8 +95,7 @@ def scenario_open(rep, label, parquet, pm_path, rounds, target, goals=False):
     ], rounds, target)
     rep.table("open", f"{label}, _pm {len(data) / 2**20:.1f} MiB", cs, cs[0])
     if goals:
-        rep.goal(f"open + CRC + validation vs pq.read_metadata ({label})", cs[5].median / cs[0].median, 50,
-                 "x faster", rounds=round_ratios(cs[5], cs[0]))
+        rep.ratio_goal(f"open + CRC + validation vs pq.read_metadata ({label})", cs[5], cs[0], 50, "x faster")
 
 
 def _pyarrow_prune(path, lo, hi, x_cut, md=None):
@@ -198,10 +197,8 @@ def scenario_prune(rep, label, parquet, pm_path, rounds, target, goals=False):
           f"{cs[8].median / first_t:,.0f}x DuckDB cached")
     rep.info[f"prune_{label}"] = {"predicate": sql, "surviving_row_groups": ours, "duckdb_count": count}
     if goals:
-        rep.goal(f"prune vs pyarrow footer+loop ({label})", cs[3].median / cs[0].median, 1000, "x",
-                 rounds=round_ratios(cs[3], cs[0]))
-        rep.goal(f"prune vs DuckDB cached ({label})", cs[8].median / cs[0].median, 100, "x",
-                 rounds=round_ratios(cs[8], cs[0]))
+        rep.ratio_goal(f"prune vs pyarrow footer+loop ({label})", cs[3], cs[0], 1000, "x")
+        rep.ratio_goal(f"prune vs DuckDB cached ({label})", cs[8], cs[0], 100, "x")
         rep.goal(f"first-time prune vs pyarrow footer+loop ({label})", cs[3].median / first_t, 1000, "x",
                  report_only=True)
         rep.goal(f"first-time prune vs DuckDB cached ({label})", cs[8].median / first_t, 100, "x", report_only=True)
@@ -233,8 +230,7 @@ def scenario_generate(rep, label, parquet, rounds, target, goals=False):
     ], rounds, target)
     rep.table("generate", label, cs, cs[3])
     if goals:
-        rep.goal(f"generate vs pq.read_metadata ({label})", cs[3].median / cs[0].median, 3, "x faster",
-                 rounds=round_ratios(cs[3], cs[0]))
+        rep.ratio_goal(f"generate vs pq.read_metadata ({label})", cs[3], cs[0], 3, "x faster")
     os.remove(out)
 
 

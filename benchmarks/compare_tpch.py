@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 from benchmarks import datasets as D  # noqa: E402
-from benchmarks.harness import Contender, Report, duckdb_connection, round_ratios, run_rounds  # noqa: E402
+from benchmarks.harness import Contender, Report, duckdb_connection, run_rounds  # noqa: E402
 
 SCALE = 1
 Q6 = ("l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' "
@@ -135,8 +135,7 @@ def scenario_tpch(rep, rounds, target, scale=SCALE):
         ], rounds, target)
         rows = 1 if name == "Q6" else got.num_rows
         rep.table("tpch", f"lineitem SF{scale}, {len(files)} month partitions; {name}: {rows:,} rows", cs, cs[0])
-        rep.goal(f"TPC-H {name}: read_table one shot vs DuckDB (>= 2x)", cs[1].median / cs[0].median, 2,
-                 "x faster", rounds=round_ratios(cs[1], cs[0]))
+        rep.ratio_goal(f"TPC-H {name}: read_table one shot vs DuckDB (>= 2x)", cs[1], cs[0], 2, "x faster")
         contenders += cs
     con.close()
     return contenders

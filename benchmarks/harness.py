@@ -173,6 +173,12 @@ class Report:
                            "margin": (value / target) if higher_is_better else (target / value),
                            **({"rounds": list(rounds)} if rounds else {})})
 
+    def ratio_goal(self, text, peer, base, target, unit, report_only=False):
+        """`goal` of how many times `base` is faster than `peer` (contenders of one run_rounds):
+        the medians' ratio, with each round's beside it (`round_ratios`)."""
+        self.goal(text, peer.median / base.median, target, unit, report_only=report_only,
+                  rounds=round_ratios(peer, base))
+
     def print_goals(self):
         print("\n== goals")
         width = max(len(g["goal"]) for g in self.goals)

@@ -34,3 +34,11 @@ def test_a_goal_shows_its_rounds_range_and_keeps_them(capsys):
     assert out[-2].endswith("(1.50x the target >= 2)")
     assert out[-1].endswith("(3.00x the target >= 1,000; rounds 2,950-3,400)")
     assert rep.goals[0]["rounds"] == [2.0, 1.5, 2.5] and "rounds" not in rep.goals[1]
+
+
+def test_a_ratio_goal_is_the_medians_ratio_with_its_rounds():
+    rep = Report()
+    ours, peer = _sampled("ours", [1.0, 2.0, 4.0]), _sampled("peer", [2.0, 3.0, 10.0])
+    rep.ratio_goal("peer vs ours", peer, ours, 2, "x faster")
+    g = rep.goals[0]
+    assert g["value"] == 3.0 / 2.0 and g["met"] is False and g["rounds"] == [2.0, 1.5, 2.5]
