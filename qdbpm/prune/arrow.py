@@ -318,7 +318,7 @@ def _value(v, schema, want=None):
             a, b = _pair(v.left, v.right, schema)
             a, b = (a, None, None), (b, None, None)
         if v.op == "/" or "float" in (a[1], b[1]):
-            x, y = a[0].cast(pa.float64()), b[0].cast(pa.float64())
+            x, y = _double(a), _double(b)
             if v.op == "/":
                 return pc.divide(x, y), "float", pa.float64()
             out, t = x, "float"
@@ -431,6 +431,8 @@ def _common(values, schema):
             out.append(_as_decimal(x))
         elif x is None:
             out.append(_const(v.value, (t, at))[0])
+        elif t == "float" and x[1] == "decimal":
+            out.append(_double(x))
         elif at is not None and x[2] != at:
             out.append(x[0].cast(at) if not (t in R.TEMPORAL and x[2] is not None and pa.types.is_timestamp(x[2])
                                               and x[2].tz is None and at.tz is not None)
@@ -438,6 +440,16 @@ def _common(values, schema):
         else:
             out.append(x[0])
     return out, t, at
+
+
+def _double(x):
+    """Value x (a `_value` triple) as a DOUBLE, as DuckDB converts it: a DECIMAL becomes the double
+    nearest its value. Arrow's own cast multiplies by an inexact 10^-scale (7.60 became
+    7.6000000000000005, above the literal 7.6; 13 % of random DECIMAL(9, 2) values came out off);
+    its decimal text is exact and Arrow parses text correctly rounded."""
+    if x[1] == "decimal":
+        return x[0].cast(pa.string()).cast(pa.float64())
+    return x[0].cast(pa.float64())
 
 
 def _as_decimal(x):
@@ -475,7 +487,7 @@ def _cast(c, schema):
         t = pa.decimal128(p, s) if p <= 38 else pa.decimal256(p, s)
         return e.cast(t), "decimal", t
     if to == "DOUBLE":
-        return e.cast(pa.float64()), "float", pa.float64()
+        return _double(x), "float", pa.float64()
     if to == "BIGINT":
         if src == "float":
             e = pc.round(e, round_mode="half_to_even")  # as DuckDB rounds a DOUBLE to an integer
