@@ -60,13 +60,28 @@ def _array(v, kind, t, ptype):
     n = len(v.values)
     bitmap, nulls = _validity(v.valid)
     if kind == K.UNSCALED:
-        return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(v.values.astype(np.int64, copy=False))], nulls)
+        return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(_aligned(v.values.astype(np.int64, copy=False)))],
+                                     nulls)
     if kind == K.DECIMAL:
         wide = buffers.empty(2 * n, np.int64)
         _decimals.widen(np.ascontiguousarray(v.values), wide)
         return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(wide)], nulls)
-    values = np.ascontiguousarray(v.values)
-    return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(values)], nulls)
+    return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(_aligned(np.ascontiguousarray(v.values)))], nulls)
+
+
+ALIGNMENT = 8  # bytes: Arrow's least (its allocations are 64-byte aligned)
+
+
+def _aligned(values):
+    """`values` when its data starts on an ALIGNMENT boundary, else an aligned copy. A PLAIN page's
+    values are a view of the page from where its levels end (any byte), and a misaligned Arrow
+    buffer makes Acero print a warning per batch (the filter pass's tables go through it) and may
+    be refused by a consumer that requires alignment."""
+    if values.__array_interface__["data"][0] % ALIGNMENT == 0:
+        return values
+    out = buffers.empty(len(values), values.dtype)
+    np.copyto(out, values)
+    return out
 
 
 def _narrow(offsets):
