@@ -32,8 +32,13 @@ WORDS = ["apple", "apricot", "banana", "berry", "cherry", "citrus", "date", "dat
 
 def write_partition(path, part):
     """Clustered columns (row group r holds values near r), so that pruning has something to do."""
+    pq.write_table(partition_table(part), path, row_group_size=RG_ROWS)
+
+
+def partition_table(part, rgs=N_RGS):
+    """write_partition's rows: `rgs` clusters of RG_ROWS rows (a different draw per `part`)."""
     rng = np.random.default_rng(100 + part)
-    n = N_RGS * RG_ROWS
+    n = rgs * RG_ROWS
     rg = np.arange(n) // RG_ROWS
     ids = np.arange(n) + part * 10_000
     f = rg * 2.0 + rng.normal(0, 1, n).round(2)
@@ -56,7 +61,7 @@ def write_partition(path, part):
                         pa.decimal128(9, 2)),
         "flag": pa.array([bool(x) if x < 2 else None for x in rng.integers(0, 3, n)], pa.bool_()),
     })
-    pq.write_table(t, path, row_group_size=RG_ROWS)
+    return t
 
 
 def write_table(root):
