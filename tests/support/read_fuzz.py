@@ -8,7 +8,7 @@ strings, dates, timestamps, decimals), each with its own writer settings: row gr
 sizes (several pages per chunk), dictionaries on, off or per column, a dictionary page limit small
 enough that a chunk falls back to PLAIN mid-way, every codec pyarrow writes, data pages v1 and v2,
 statistics for some columns only, decimals as integers or fixed-length arrays, strings as
-large_string, timestamps in another unit. Each query picks columns (or all) and a clause of
+large_string, timestamps in another unit; a later partition may be DuckDB's writer's. Each query picks columns (or all) and a clause of
 support.residual_cases' generator; its answer must be, exactly, pyarrow's read of the whole files
 filtered to the ids DuckDB's SELECT returns, and `count()` must be their number.
 """
@@ -19,6 +19,7 @@ import math
 import os
 import random
 
+import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -31,6 +32,7 @@ from qdbpm.table.table import open_table
 from .residual_cases import duckdb_source, partition_table, random_predicate
 
 COLUMNS = ["id", "a", "b", "f", "s", "d", "ts", "dec", "flag"]
+_PLAIN = partition_table(0, 1).schema  # the types DuckDB's writer gives back as they are
 
 
 def writer_options(rng) -> dict:
@@ -71,11 +73,27 @@ def write_case(root, seed):
         t = _table(rng, part)
         if part and t.schema != _first_schema(files):
             t = t.cast(_first_schema(files))  # one logical schema per table: the first partition's
-        pq.write_table(t, f, **opts)
+        if part and rng.random() < 0.35 and t.schema == _PLAIN:
+            opts = _duckdb_write(t, f, rng)  # DuckDB's writer reads back as these plain types
+        else:
+            pq.write_table(t, f, **opts)
         generate(f)
         files.append(f)
         settings.append(opts)
     return files, settings
+
+
+def _duckdb_write(t, path, rng) -> dict:
+    """`t` written by DuckDB's Parquet writer (its own page layout and encodings); its settings."""
+    opts = {"writer": "duckdb", "ROW_GROUP_SIZE": rng.choice([30, 100, 2048]),
+            "COMPRESSION": rng.choice(["uncompressed", "snappy", "zstd", "gzip"])}
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.register("t", t)
+    con.execute(f"COPY (SELECT * FROM t) TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE {opts['ROW_GROUP_SIZE']}, "
+                f"COMPRESSION {opts['COMPRESSION']})")
+    con.close()
+    return opts
 
 
 def _first_schema(files):
