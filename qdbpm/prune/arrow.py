@@ -309,6 +309,8 @@ def _value(v, schema, want=None):
             ref, t = ref.cast(t.storage_type), t.storage_type
         if pa.types.is_dictionary(t):
             ref, t = ref.cast(t.value_type), t.value_type
+        if pa.types.is_uint64(t):  # BIGINT holds no value from 2^63 on; DECIMAL(20, 0) holds them all
+            return ref.cast(_UINT64), "decimal", _UINT64
         return ref, value_type(t), t
     if isinstance(v, R.Const):
         return _const(v.value, want)
@@ -340,6 +342,10 @@ def _value(v, schema, want=None):
     if isinstance(v, R.Case):
         vals = [w[1] for w in v.whens] + [v.default]
         exprs, t, at = _common(vals, schema)
+        scales = [_scale(x, schema) for x in vals] if t == "decimal" else ()
+        if scales and None not in scales:  # if_else takes one type: DECIMAL branches of other types refused
+            at = pa.decimal128(38, max(scales))
+            exprs = [e.cast(at) for e in exprs]
         out = exprs[-1]
         for (cond, _), x in reversed(list(zip(v.whens, exprs[:-1]))):
             out = pc.if_else(pc.coalesce(to_arrow(cond, schema), _FALSE), x, out)  # null: not taken
@@ -442,6 +448,34 @@ def _common(values, schema):
     return out, t, at
 
 
+def _scale(v, schema):
+    """The scale of DECIMAL (or integer: 0) value v as pyarrow computes it, None where not known."""
+    if isinstance(v, R.Const):
+        if isinstance(v.value, bool) or not isinstance(v.value, (int, decimal.Decimal)):
+            return None if v.value is not None else 0
+        return pa.scalar(decimal.Decimal(v.value)).type.scale if isinstance(v.value, decimal.Decimal) else 0
+    if isinstance(v, R.Ref):
+        t = _value(v, schema)[2]
+        return t.scale if t is not None and pa.types.is_decimal(t) else 0 if t is not None and pa.types.is_integer(t) else None
+    if isinstance(v, R.Arith) and v.op != "/":
+        a, b = _scale(v.left, schema), _scale(v.right, schema)
+        return None if a is None or b is None else a + b if v.op == "*" else max(a, b)
+    if isinstance(v, R.Neg):
+        return _scale(v.arg, schema)
+    if isinstance(v, R.Func) and v.name in ("abs", "coalesce"):
+        got = [_scale(a, schema) for a in v.args]
+        return None if None in got else max(got)
+    if isinstance(v, R.Cast) and v.to.startswith("DECIMAL"):
+        return int(v.to[8:-1].split(",")[1])
+    if isinstance(v, R.Case):
+        got = [_scale(x, schema) for x in [w[1] for w in v.whens] + [v.default]]
+        return None if None in got else max(got)
+    return None
+
+
+_UINT64 = pa.decimal128(20, 0)  # a UINT64 value in a residual: exact arithmetic and comparisons, as DuckDB's
+
+
 def _double(x):
     """Value x (a `_value` triple) as a DOUBLE, as DuckDB converts it: a DECIMAL becomes the double
     nearest its value. Arrow's own cast multiplies by an inexact 10^-scale (7.60 became
@@ -449,7 +483,8 @@ def _double(x):
     its decimal text is exact and Arrow parses text correctly rounded."""
     if x[1] == "decimal":
         return x[0].cast(pa.string()).cast(pa.float64())
-    return x[0].cast(pa.float64())
+    # an integer past 2^53 rounds to the nearest double, as in SQL (Arrow's safe cast refuses it)
+    return x[0].cast(pa.float64(), safe=x[1] != "int")
 
 
 def _as_decimal(x):
@@ -485,6 +520,10 @@ def _cast(c, schema):
     if to.startswith("DECIMAL"):
         p, s = map(int, to[8:-1].split(","))
         t = pa.decimal128(p, s) if p <= 38 else pa.decimal256(p, s)
+        if src == "int" and s <= 19:  # Arrow sizes an integer's cast by its type's digits, DuckDB by its value's
+            e = e.cast(pa.decimal128(38, s))
+        elif src == "decimal" and (_scale(c.arg, schema) or 99) > s:  # DuckDB rounds half away from zero
+            e = pc.round(e, ndigits=s, round_mode="half_towards_infinity")
         return e.cast(t), "decimal", t
     if to == "DOUBLE":
         return _double(x), "float", pa.float64()
