@@ -10,7 +10,9 @@ enough that a chunk falls back to PLAIN mid-way, every codec pyarrow writes, dat
 statistics for some columns only, decimals as integers or fixed-length arrays, strings as
 large_string, timestamps in another unit; a later partition may be DuckDB's writer's. Each query picks columns (or all) and a clause of
 support.residual_cases' generator; its answer must be, exactly, pyarrow's read of the whole files
-filtered to the ids DuckDB's SELECT returns, and `count()` must be their number.
+filtered to the ids DuckDB's SELECT returns; `count()` must be their number, a stream of small
+batches the same rows, and DuckDB's SELECT over `Scan.to_dataset()` (the surviving row groups only)
+the same ids.
 """
 
 from __future__ import annotations
@@ -191,6 +193,27 @@ def differ(got: pa.Table, want: pa.Table):
     return None
 
 
+def _handed_off(table, q, d, columns, ids, got, rng):
+    """None when the other ways out of a scan agree with `got` (read_table's answer) and `ids`
+    (DuckDB's rows): count(), a stream of small batches, and the surviving row groups handed to
+    DuckDB as a pyarrow dataset with its own WHERE (pruning must not drop a matching row group)."""
+    scan = table.scan(q, columns, batch_rows=rng.choice([3, 7, 100, None]))
+    n = scan.count()
+    if n != len(ids):
+        return f"count() {n}, DuckDB {len(ids)}"
+    streamed = scan.to_reader().read_all()
+    if differ(streamed, got) is not None:
+        return f"to_reader(): {differ(streamed, got)}"
+    if max((b.num_rows for b in scan.to_reader()), default=0) > (scan.batch_rows or 1 << 62):
+        return f"to_reader() gave a batch over batch_rows={scan.batch_rows}"
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.register("t", table.scan(q, ["id"]).to_dataset())
+    handed = sorted(r[0] for r in con.execute(f"select id from t where {d}").fetchall())
+    con.close()
+    return None if handed == sorted(ids) else f"to_dataset() through DuckDB: {len(handed)} rows, DuckDB {len(ids)}"
+
+
 def run_case(root, seed, queries=40) -> dict:
     """Write case `seed` under `root` and check `queries` random queries. Returns a tally:
     "queries", "rows" (queries with matches), "empty", "failures": [(seed, what, detail)] and
@@ -214,10 +237,7 @@ def run_case(root, seed, queries=40) -> dict:
             what = f"read_table(columns={columns}, where={q!r})"
             try:
                 got = read_table(root, columns, q)
-                bad = differ(got, want)
-                n = table.scan(q).count()
-                if bad is None and n != len(ids):
-                    bad = f"count() {n}, DuckDB {len(ids)}"
+                bad = differ(got, want) or _handed_off(table, q, d, columns, ids, got, rng)
             except Exception as e:  # noqa: BLE001 - every failure is reported with its case
                 bad = f"raised {type(e).__name__}: {e}"
             tally["queries"] += 1
