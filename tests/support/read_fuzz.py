@@ -11,8 +11,8 @@ statistics for some columns only, decimals as integers or fixed-length arrays, s
 large_string, timestamps in another unit; a later partition may be DuckDB's writer's. Each query picks columns (or all) and a clause of
 support.residual_cases' generator; its answer must be, exactly, pyarrow's read of the whole files
 filtered to the ids DuckDB's SELECT returns; `count()` must be their number, a stream of small
-batches the same rows, and DuckDB's SELECT over `Scan.to_dataset()` (the surviving row groups only)
-the same ids.
+batches the same rows, footer=False the same values in the types api.md names, and DuckDB's
+SELECT over `Scan.to_dataset()` (the surviving row groups only) the same ids.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from qdbpm.errors import PmError
 from qdbpm.sync.generate import generate
 from qdbpm.table.read import read_table
 from qdbpm.table.table import open_table
@@ -193,6 +194,35 @@ def differ(got: pa.Table, want: pa.Table):
     return None
 
 
+def _strict_type(t):
+    """The type footer=False gives for pyarrow's `t`, where api.md says it differs."""
+    if t in (pa.uint8(), pa.uint16()):
+        return pa.int32()
+    if pa.types.is_timestamp(t):
+        return pa.timestamp(t.unit, "UTC")
+    if t in (pa.large_string(), pa.string_view()):
+        return pa.string()
+    return t
+
+
+def _strict(table, q, got):
+    """None when footer=False (no footer byte read) gives `got`'s values in the types api.md
+    names; a UINT64 column, which the `_pm` cannot type, read or filtered on, must be refused
+    with a PmError naming it."""
+    names = got.column_names
+    try:
+        strict = table.scan(q, names, footer=False).to_table()
+    except PmError as e:
+        return None if "'u64'" in str(e) and ("u64" in names or "u64" in q) else f"footer=False raised {e}"
+    if "u64" in names or "u64" in q:
+        return "footer=False read a UINT64 column the _pm cannot type"
+    want = pa.schema([f.with_type(_strict_type(f.type)) for f in got.schema])
+    if strict.schema.remove_metadata() != want:
+        return f"footer=False schema {strict.schema.remove_metadata()}, api.md says {want}"
+    bad = differ(strict, got.cast(want))
+    return None if bad is None else f"footer=False: {bad}"
+
+
 def _handed_off(table, q, d, columns, ids, got, rng):
     """None when the other ways out of a scan agree with `got` (read_table's answer) and `ids`
     (DuckDB's rows): count(), a stream of small batches, and the surviving row groups handed to
@@ -206,6 +236,9 @@ def _handed_off(table, q, d, columns, ids, got, rng):
         return f"to_reader(): {differ(streamed, got)}"
     if max((b.num_rows for b in scan.to_reader()), default=0) > (scan.batch_rows or 1 << 62):
         return f"to_reader() gave a batch over batch_rows={scan.batch_rows}"
+    bad = _strict(table, q, got)
+    if bad is not None:
+        return bad
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     con.register("t", table.scan(q, ["id"]).to_dataset())
