@@ -19,6 +19,7 @@ from . import expr as E
 from . import residual as R
 from .literals import ALWAYS, NEVER, Domain, bad_literal, int_bound, literal, not_boolean, out_of_range
 from .names import Names
+from . import numbers as N
 from .rows import unscaled_type
 from .. import arrays
 from ..errors import PredicateError
@@ -310,7 +311,7 @@ def _value(v, schema, want=None):
         if pa.types.is_dictionary(t):
             ref, t = ref.cast(t.value_type), t.value_type
         if pa.types.is_uint64(t):  # BIGINT holds no value from 2^63 on; DECIMAL(20, 0) holds them all
-            return ref.cast(_UINT64), "decimal", _UINT64
+            return ref.cast(N.UINT64), "decimal", N.UINT64
         return ref, value_type(t), t
     if isinstance(v, R.Const):
         return _const(v.value, want)
@@ -320,7 +321,7 @@ def _value(v, schema, want=None):
             a, b = _pair(v.left, v.right, schema)
             a, b = (a, None, None), (b, None, None)
         if v.op == "/" or "float" in (a[1], b[1]):
-            x, y = _double(a), _double(b)
+            x, y = N.to_double(a[0], a[1]), N.to_double(b[0], b[1])
             if v.op == "/":
                 return pc.divide(x, y), "float", pa.float64()
             out, t = x, "float"
@@ -342,10 +343,9 @@ def _value(v, schema, want=None):
     if isinstance(v, R.Case):
         vals = [w[1] for w in v.whens] + [v.default]
         exprs, t, at = _common(vals, schema)
-        scales = [_scale(x, schema) for x in vals] if t == "decimal" else ()
-        if scales and None not in scales:  # if_else takes one type: DECIMAL branches of other types refused
-            at = pa.decimal128(38, max(scales))
-            exprs = [e.cast(at) for e in exprs]
+        common = N.case_type([N.scale(x, lambda r: _value(r, schema)[2]) for x in vals]) if t == "decimal" else None
+        if common is not None:  # if_else takes one type
+            at, exprs = common, [e.cast(common) for e in exprs]
         out = exprs[-1]
         for (cond, _), x in reversed(list(zip(v.whens, exprs[:-1]))):
             out = pc.if_else(pc.coalesce(to_arrow(cond, schema), _FALSE), x, out)  # null: not taken
@@ -438,7 +438,7 @@ def _common(values, schema):
         elif x is None:
             out.append(_const(v.value, (t, at))[0])
         elif t == "float" and x[1] == "decimal":
-            out.append(_double(x))
+            out.append(N.to_double(x[0], x[1]))
         elif at is not None and x[2] != at:
             out.append(x[0].cast(at) if not (t in R.TEMPORAL and x[2] is not None and pa.types.is_timestamp(x[2])
                                               and x[2].tz is None and at.tz is not None)
@@ -446,45 +446,6 @@ def _common(values, schema):
         else:
             out.append(x[0])
     return out, t, at
-
-
-def _scale(v, schema):
-    """The scale of DECIMAL (or integer: 0) value v as pyarrow computes it, None where not known."""
-    if isinstance(v, R.Const):
-        if isinstance(v.value, bool) or not isinstance(v.value, (int, decimal.Decimal)):
-            return None if v.value is not None else 0
-        return pa.scalar(decimal.Decimal(v.value)).type.scale if isinstance(v.value, decimal.Decimal) else 0
-    if isinstance(v, R.Ref):
-        t = _value(v, schema)[2]
-        return t.scale if t is not None and pa.types.is_decimal(t) else 0 if t is not None and pa.types.is_integer(t) else None
-    if isinstance(v, R.Arith) and v.op != "/":
-        a, b = _scale(v.left, schema), _scale(v.right, schema)
-        return None if a is None or b is None else a + b if v.op == "*" else max(a, b)
-    if isinstance(v, R.Neg):
-        return _scale(v.arg, schema)
-    if isinstance(v, R.Func) and v.name in ("abs", "coalesce"):
-        got = [_scale(a, schema) for a in v.args]
-        return None if None in got else max(got)
-    if isinstance(v, R.Cast) and v.to.startswith("DECIMAL"):
-        return int(v.to[8:-1].split(",")[1])
-    if isinstance(v, R.Case):
-        got = [_scale(x, schema) for x in [w[1] for w in v.whens] + [v.default]]
-        return None if None in got else max(got)
-    return None
-
-
-_UINT64 = pa.decimal128(20, 0)  # a UINT64 value in a residual: exact arithmetic and comparisons, as DuckDB's
-
-
-def _double(x):
-    """Value x (a `_value` triple) as a DOUBLE, as DuckDB converts it: a DECIMAL becomes the double
-    nearest its value. Arrow's own cast multiplies by an inexact 10^-scale (7.60 became
-    7.6000000000000005, above the literal 7.6; 13 % of random DECIMAL(9, 2) values came out off);
-    its decimal text is exact and Arrow parses text correctly rounded."""
-    if x[1] == "decimal":
-        return x[0].cast(pa.string()).cast(pa.float64())
-    # an integer past 2^53 rounds to the nearest double, as in SQL (Arrow's safe cast refuses it)
-    return x[0].cast(pa.float64(), safe=x[1] != "int")
 
 
 def _as_decimal(x):
@@ -519,14 +480,10 @@ def _cast(c, schema):
     e, src, to = x[0], x[1], c.to
     if to.startswith("DECIMAL"):
         p, s = map(int, to[8:-1].split(","))
-        t = pa.decimal128(p, s) if p <= 38 else pa.decimal256(p, s)
-        if src == "int" and s <= 19:  # Arrow sizes an integer's cast by its type's digits, DuckDB by its value's
-            e = e.cast(pa.decimal128(38, s))
-        elif src == "decimal" and (_scale(c.arg, schema) or 99) > s:  # DuckDB rounds half away from zero
-            e = pc.round(e, ndigits=s, round_mode="half_towards_infinity")
-        return e.cast(t), "decimal", t
+        e, t = N.to_decimal(e, src, p, s, N.scale(c.arg, lambda r: _value(r, schema)[2]) if src == "decimal" else None)
+        return e, "decimal", t
     if to == "DOUBLE":
-        return _double(x), "float", pa.float64()
+        return N.to_double(e, src), "float", pa.float64()
     if to == "BIGINT":
         if src == "float":
             e = pc.round(e, round_mode="half_to_even")  # as DuckDB rounds a DOUBLE to an integer

@@ -6,13 +6,12 @@ values kept 83 (found by scripts/fuzz_reads.py)."""
 import decimal
 import random
 
-import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import qdbpm
-from qdbpm.sync.generate import generate
+
+from support.residual_cases import duckdb_source, ids_both_ways, one_partition, write_table
 
 CLAUSES = ["CAST(dec AS DOUBLE) = 7.6", "CAST(dec AS DOUBLE) <= 7.6", "dec * 1.0 = 7.6e0", "dec + 0 = f", "dec = f",
            "coalesce(dec, f) = 7.6e0", "dec / 1 = 7.6e0", "dec - f = 0", "CAST(dec AS DOUBLE) * 3 = f * 3",
@@ -21,26 +20,17 @@ CLAUSES = ["CAST(dec AS DOUBLE) = 7.6", "CAST(dec AS DOUBLE) <= 7.6", "dec * 1.0
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
-    root = tmp_path_factory.mktemp("decdouble")
-    (root / "p0").mkdir()
     values = [decimal.Decimal(i).scaleb(-2) for i in range(700, 800)]  # 7.00 .. 7.99
     t = pa.table({"id": list(range(100)), "dec": pa.array(values, pa.decimal128(9, 2)),
                   "f": [float(v) for v in values]})
-    path = str(root / "p0" / "data.parquet")
-    pq.write_table(t, path, row_group_size=10)
-    generate(path)
-    return str(root), path
+    return one_partition(tmp_path_factory.mktemp("decdouble"), t, row_group_size=10)
 
 
 @pytest.mark.parametrize("clause", CLAUSES)
 def test_a_decimal_meeting_a_double_selects_duckdbs_rows(table, clause):
     root, path = table
-    con = duckdb.connect()
-    want = sorted(r[0] for r in con.execute(f"select id from read_parquet('{path}') where {clause}").fetchall())
-    with qdbpm.open_table(root) as t:
-        got = sorted(t.scan(clause, columns=["id"]).to_table()["id"].to_pylist())
-    assert got == want
-    assert want  # not vacuous: each clause selects rows
+    got, want = ids_both_ways(root, f"read_parquet('{path}')", clause)
+    assert got == want and want  # not vacuous: each clause selects rows
 
 
 @pytest.mark.parametrize("precision,scale", [(9, 2), (18, 4), (7, 7), (20, 19), (38, 10)])
@@ -50,12 +40,9 @@ def test_every_decimal_converts_to_the_double_nearest_its_value(tmp_path, precis
     rng = random.Random(f"{precision}-{scale}")
     values = [decimal.Decimal(rng.randint(-10 ** precision + 1, 10 ** precision - 1)).scaleb(-scale)
               for _ in range(3000)]
-    (tmp_path / "p0").mkdir()
-    path = str(tmp_path / "p0" / "data.parquet")
-    pq.write_table(pa.table({"dec": pa.array(values, pa.decimal128(precision, scale)),
-                             "f": [float(v) for v in values]}), path)
-    generate(path)
-    with qdbpm.open_table(str(tmp_path)) as t:
+    root, _ = one_partition(tmp_path, pa.table({"dec": pa.array(values, pa.decimal128(precision, scale)),
+                                                "f": [float(v) for v in values]}))
+    with qdbpm.open_table(root) as t:
         assert t.scan("CAST(dec AS DOUBLE) = f").count() == len(values)
         assert t.scan("dec <> f").count() == 0
 
@@ -72,16 +59,11 @@ DECIMAL_FORMS = ["CASE WHEN a > 5 THEN dec ELSE 1.5 END > 3", "CASE WHEN a > 5 T
 
 @pytest.fixture(scope="module")
 def residual_table(tmp_path_factory):
-    from support.residual_cases import duckdb_source, write_table
-
     root, files = write_table(tmp_path_factory.mktemp("deccase"))
-    return root, duckdb_source(files)
+    return root, duckdb_source(files)[1]
 
 
 @pytest.mark.parametrize("clause", DECIMAL_FORMS)
 def test_decimal_case_and_cast_select_duckdbs_rows(residual_table, clause):
-    root, (con, src) = residual_table
-    want = sorted(r[0] for r in con.execute(f"select id from {src} where {clause}").fetchall())
-    with qdbpm.open_table(root) as t:
-        got = sorted(t.scan(clause, columns=["id"]).to_table()["id"].to_pylist())
+    got, want = ids_both_ways(*residual_table, clause)
     assert got == want and want

@@ -4,14 +4,11 @@ integer becoming a DOUBLE past 2^53 (CAST(u64 AS DOUBLE), u64 / 2) raised Arrow'
 to BIGINT, which overflowed (found by scripts/fuzz_reads.py). A UINT64 value is now a DECIMAL(20, 0)
 in the exact filter, and an integer rounds to the nearest DOUBLE as in SQL."""
 
-import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-import qdbpm
-from qdbpm.sync.generate import generate
+from support.residual_cases import ids_both_ways, one_partition
 
 AT = 2 ** 63
 CLAUSES = [f"CAST(u AS DOUBLE) >= {float(AT)}", "CAST(u AS DOUBLE) - 9.2e18 > 2.3e16", "u / 2 > 4.6e18",
@@ -22,25 +19,17 @@ CLAUSES = [f"CAST(u AS DOUBLE) >= {float(AT)}", "CAST(u AS DOUBLE) - 9.2e18 > 2.
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
-    root = tmp_path_factory.mktemp("uint64")
-    (root / "p0").mkdir()
     n = 20
     u = (np.uint64(AT) - np.uint64(10) + np.arange(n, dtype=np.uint64))
     t = pa.table({"id": np.arange(n), "u": pa.array(u, mask=np.arange(n) == 7),
                   "b": pa.array(np.arange(n) * 3 % 7 - 3, pa.int64()),
                   "i": pa.array(2 ** 60 + np.arange(n) * 100, pa.int64())})
-    path = str(root / "p0" / "data.parquet")
-    pq.write_table(t, path, row_group_size=5)
-    generate(path)
-    return str(root), path
+    return one_partition(tmp_path_factory.mktemp("uint64"), t, row_group_size=5)
 
 
 @pytest.mark.parametrize("clause", CLAUSES)
 def test_uint64_and_large_integer_residuals_select_duckdbs_rows(table, clause):
     root, path = table
-    want = sorted(r[0] for r in duckdb.connect().execute(
-        f"select id from read_parquet('{path}') where {clause}").fetchall())
-    with qdbpm.open_table(root) as t:
-        got = sorted(t.scan(clause, columns=["id"]).to_table()["id"].to_pylist())
+    got, want = ids_both_ways(root, f"read_parquet('{path}')", clause)
     assert got == want
     assert 0 < len(want) < 20  # neither every row nor none

@@ -210,6 +210,28 @@ def duckdb_source(files):
     return con, "read_parquet([" + ", ".join(f"'{f}'" for f in files) + "])"
 
 
+def one_partition(root, table, **write_options):
+    """`table` written as the one partition p0 under `root` (a pathlib.Path), with its `_pm`:
+    (root as text, the Parquet file's path)."""
+    (root / "p0").mkdir()
+    path = str(root / "p0" / "data.parquet")
+    pq.write_table(table, path, **write_options)
+    generate(path)
+    return str(root), path
+
+
+def ids_both_ways(root, src, clause):
+    """(qdbpm's ids where `clause` holds over the table at `root`, DuckDB's over `src`), sorted."""
+    import qdbpm
+
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    want = sorted(r[0] for r in con.execute(f"select id from {src} where {clause}").fetchall())
+    with qdbpm.open_table(root) as t:
+        got = sorted(t.scan(clause, columns=["id"]).to_table()["id"].to_pylist())
+    return got, want
+
+
 def row_group_layout(files):
     """id -> (partition, row group), and every row group's ids."""
     where, groups = {}, {}
