@@ -247,11 +247,29 @@ def _handed_off(table, q, d, columns, ids, got, rng):
     return None if handed == sorted(ids) else f"to_dataset() through DuckDB: {len(handed)} rows, DuckDB {len(ids)}"
 
 
-def run_case(root, seed, queries=40) -> dict:
+def _remote(remote, columns, q, got):
+    """None when the table's copy on object storage (`remote`: (fsspec filesystem, URL)) reads as
+    the local one, in the default mode and footer-less (no footer byte, only `_pm` and chunks)."""
+    fs, url = remote
+    bad = differ(read_table(url, columns, q, filesystem=fs), got)
+    if bad is not None:
+        return f"from object storage: {bad}"
+    names = got.column_names
+    if "u64" in names or "u64" in q:  # footer=False refuses it (_strict checks how)
+        return None
+    bad = differ(read_table(url, names, q, filesystem=fs, footer=False),
+                 got.cast(pa.schema([f.with_type(_strict_type(f.type)) for f in got.schema])))
+    return None if bad is None else f"from object storage, footer=False: {bad}"
+
+
+def run_case(root, seed, queries=40, upload=None) -> dict:
     """Write case `seed` under `root` and check `queries` random queries. Returns a tally:
     "queries", "rows" (queries with matches), "empty", "failures": [(seed, what, detail)] and
-    "oracle_errors": [(seed, clause, DuckDB's error)] (clauses DuckDB failed on, not judged)."""
+    "oracle_errors": [(seed, clause, DuckDB's error)] (clauses DuckDB failed on, not judged).
+    `upload(root)`, when given, copies the table to object storage and returns (filesystem, URL):
+    each query is then read from there too."""
     files, settings = write_case(root, seed)
+    remote = None if upload is None else upload(root)
     rng = random.Random(f"read-fuzz-queries-{seed}")
     con, src = duckdb_source(files)
     whole = ds.dataset(sorted(files), format="parquet").to_table()  # pyarrow's types and order
@@ -270,7 +288,8 @@ def run_case(root, seed, queries=40) -> dict:
             what = f"read_table(columns={columns}, where={q!r})"
             try:
                 got = read_table(root, columns, q)
-                bad = differ(got, want) or _handed_off(table, q, d, columns, ids, got, rng)
+                bad = differ(got, want) or _handed_off(table, q, d, columns, ids, got, rng) or \
+                    (remote and _remote(remote, columns, q, got))
             except Exception as e:  # noqa: BLE001 - every failure is reported with its case
                 bad = f"raised {type(e).__name__}: {e}"
             tally["queries"] += 1

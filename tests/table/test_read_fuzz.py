@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from support.read_fuzz import differ, run_case, write_case
+from support.table_files import upload
 
 CASES = [0, 1, 2, 3, 6, 18]  # 6 and 18: a partition written by DuckDB
 
@@ -16,6 +17,20 @@ def test_random_reads_equal_pyarrow_on_duckdbs_rows(tmp_path, seed):
     assert not tally["failures"], "\n".join(f"case {s}: {what}: {why}" for s, what, why in tally["failures"])
     assert not tally["oracle_errors"]  # DuckDB answers every clause of these cases: each one is judged
     assert tally["queries"] == 30 and tally["rows"] >= 10 and tally["empty"] >= 1  # not vacuous
+
+
+@pytest.mark.parametrize("seed", [1, 6])
+def test_random_reads_from_object_storage_equal_the_local_ones(tmp_path, s3_server, s3_bucket, seed):
+    """The same cases on SeaweedFS: ranged GETs of the surviving chunks, footer-less too."""
+    fs = s3_server.filesystem()
+
+    def put(root):
+        upload(fs, root, f"{s3_bucket}/fuzz{seed}")
+        return fs, f"s3://{s3_bucket}/fuzz{seed}"
+
+    tally = run_case(str(tmp_path), seed, queries=20, upload=put)
+    assert not tally["failures"], "\n".join(f"case {s}: {what}: {why}" for s, what, why in tally["failures"])
+    assert tally["queries"] == 20
 
 
 def test_the_cases_vary_the_writer_settings(tmp_path):
