@@ -8,7 +8,7 @@ strings, dates, timestamps, decimals; and unsigned, int8, float32 and nanosecond
 sizes (several pages per chunk), dictionaries on, off or per column, a dictionary page limit small
 enough that a chunk falls back to PLAIN mid-way, every codec pyarrow writes, data pages v1 and v2,
 statistics for some columns only, decimals as integers or fixed-length arrays, strings as
-large_string, timestamps in another unit; a later partition may be DuckDB's writer's. Each query picks columns (or all) and a clause of
+large_string, timestamps in another unit; a later partition may be DuckDB's writer's or Polars'. Each query picks columns (or all) and a clause of
 support.residual_cases' generator; its answer must be, exactly, pyarrow's read of the whole files
 filtered to the ids DuckDB's SELECT returns; `count()` must be their number, a stream of small
 batches the same rows, footer=False the same values in the types api.md names, and DuckDB's
@@ -24,6 +24,7 @@ import random
 
 import duckdb
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -143,9 +144,10 @@ def write_case(root, seed):
         t = _table(rng, part)
         if part and t.schema != _first_schema(files):
             t = t.cast(_first_schema(files))  # one logical schema per table: the first partition's
-        if part and rng.random() < 0.35 and t.schema == _plain():
+        r = rng.random()
+        if part and r < 0.35 and t.schema == _plain():
             opts = _duckdb_write(t, f, rng)  # DuckDB's writer reads back as these plain types
-        else:
+        elif not (part and r > 0.7 and (opts := _polars_write(t, f, rng, opts)).get("writer") == "polars"):
             pq.write_table(t, f, **opts)
         generate(f)
         files.append(f)
@@ -164,6 +166,20 @@ def _duckdb_write(t, path, rng) -> dict:
                 f"COMPRESSION {opts['COMPRESSION']})")
     con.close()
     return opts
+
+
+def _polars_write(t, path, rng, opts) -> dict:
+    """`t` written by Polars' own (Rust) Parquet writer, when it reads back with t's types (its
+    strings come back large_string): its settings; else `opts`, for pyarrow to write."""
+    if any(f.type == pa.string() for f in t.schema):
+        return opts
+    got = {"writer": "polars", "compression": rng.choice(["uncompressed", "snappy", "zstd", "lz4", "gzip"]),
+           "row_group_size": rng.choice([7, 30, 250]), "data_page_size": rng.choice([100, 4096, 1 << 20]),
+           "statistics": rng.choice([True, False])}
+    pl.from_arrow(t).write_parquet(path, **{k: v for k, v in got.items() if k != "writer"})
+    if pq.read_schema(path).remove_metadata() != t.schema.remove_metadata():
+        return opts  # pyarrow overwrites it
+    return got
 
 
 def _plain():
