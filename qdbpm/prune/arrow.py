@@ -437,7 +437,7 @@ def _common(values, schema):
             out.append(_as_decimal(x))
         elif x is None:
             out.append(_const(v.value, (t, at))[0])
-        elif t == "float" and x[1] == "decimal":
+        elif t == "float" and x[1] in ("decimal", "int"):
             out.append(N.to_double(x[0], x[1]))
         elif at is not None and x[2] != at:
             out.append(x[0].cast(at) if not (t in R.TEMPORAL and x[2] is not None and pa.types.is_timestamp(x[2])
