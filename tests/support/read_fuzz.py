@@ -103,6 +103,8 @@ def extra_leaf(rng):
         lambda: same_text(f"-i8 {op} {rng.randint(-130, 130)}"),
         lambda: same_text(f"i8 + a {op} {rng.randint(-100, 400)}"),
         lambda: same_text(f"CAST(u64 AS DOUBLE) {op} {float(k64)}"),
+        lambda: (f"coalesce(u64, f) {op} {float(k64)}", nan_cmp("coalesce(u64, f)", op, float(k64))),
+        lambda: same_text(f"CASE WHEN a > {rng.randint(0, 170)} THEN u64 ELSE b END {op} {k64}"),
         lambda: (f"u32 IN ({k32}, {k32 + 1}, {U32_AT})", duck_in("u32", f"{k32}, {k32 + 1}, {U32_AT}")),
     ]
     return rng.choice(forms)()
