@@ -23,7 +23,9 @@ pool runs beside the calling thread; DuckDB has one thread), and the calling thr
 where that is near the wall time, the calling thread is the critical path (it never waits for the
 pool), and only less work in it shortens the call. Then the function calls the calling thread
 makes in a one shot and in its open + plan (`calls`): a count, not a time, so it does not drift
-with the VM. Report only: no goal.
+with the VM. Then the timeline of a one shot (benchmarks/timeline.py): when its plan ends, when the
+pool starts, how busy the pool is after the plan and how long its tasks wait off the CPU. Report
+only: no goal.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from benchmarks import datasets as D  # noqa: E402
 from benchmarks.harness import Contender, Report, duckdb_connection, run_rounds  # noqa: E402
+from benchmarks.timeline import describe, timeline  # noqa: E402
 
 SCALE = 1
 Q6 = ("l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' "
@@ -184,6 +187,8 @@ def scenario_breakdown(rep, rounds, target, scale=SCALE):
         rep.info[f"tpch_calls_{name}"] = once
         print(f"  calls in the calling thread: one shot {one['python']:,} Python + {one['builtin']:,} builtin; "
               f"open + plan + close {plan['python']:,} + {plan['builtin']:,}")
+        rep.info[f"tpch_timeline_{name}"] = tl = timeline(one_fn, n=100)
+        print(f"  timeline (medians of 100 one shots): {describe(tl)}")
     con.close()
 
 

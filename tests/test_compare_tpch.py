@@ -52,3 +52,31 @@ def test_calls_counts_this_thread_only_and_restores_a_profiler_set_before():
         sys.setprofile(None)
     # Thread.start / join are this thread's calls; the thread's 2,000 _leaf and len calls are not
     assert 0 < got["python"] < 500 and got["builtin"] < 500
+
+
+def test_timeline_orders_a_one_shots_phases_and_restores_what_it_patched(tmp_path):
+    """benchmarks/timeline.py over a filtered read of several partitions: its phases come in
+    order, its shares are shares, and the methods it stamps are the library's own again after.
+    Structure only: no time is compared with a bound."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import qdbpm
+    from benchmarks.timeline import PHASES, describe, timeline
+    from qdbpm.table import pool, scan
+
+    for p in range(4):
+        (tmp_path / f"p{p}").mkdir()
+        path = str(tmp_path / f"p{p}" / "data.parquet")
+        n = 200_000
+        pq.write_table(pa.table({"k": np.arange(n) + p * n, "v": np.random.default_rng(p).random(n)}), path,
+                       row_group_size=50_000)
+        qdbpm.generate(path)
+    real = (scan.Scan._units_for_read, scan.Scan._decode, pool.Task.run)
+    got = timeline(lambda: qdbpm.read_table(str(tmp_path), ["k", "v"], "v < 0.1"), n=3)
+    assert (scan.Scan._units_for_read, scan.Scan._decode, pool.Task.run) == real
+    assert 0 < got["plan"] <= got["first_decode"] <= got["last_decode"] <= got["total"]
+    assert got["first_pool_task"] is not None and got["plan"] <= got["first_pool_task"] <= got["total"]
+    assert 0 < got["pool_busy"] <= 1 and got["pool_waiting"] >= 0
+    assert set(PHASES) <= set(got) and "one shot" in describe(got)
