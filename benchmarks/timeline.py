@@ -64,7 +64,7 @@ def _phases(events, t0, t1) -> dict:
     return {
         "plan": plan - t0,
         "first_decode": min((a for a, _ in decodes), default=t1) - t0,
-        "first_pool_task": min((a for a, _, _ in tasks), default=None) - t0 if tasks else None,
+        "first_pool_task": min(a for a, _, _ in tasks) - t0 if tasks else None,
         "last_decode": max((b for _, b in decodes), default=t1) - t0,
         "total": t1 - t0,
         "pool_busy": sum(max(0.0, b - max(a, plan)) for a, b, _ in tasks) / after,

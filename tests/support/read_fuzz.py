@@ -4,12 +4,13 @@ and order. Shared by scripts/fuzz_reads.py (long runs on every core) and
 tests/table/test_read_fuzz.py (a few fixed seeds in CI).
 
 A case (one seed) writes 2-3 partitions of support.residual_cases' clustered rows (nulls, NaN,
-strings, dates, timestamps, decimals; and unsigned, int8, float32 and nanosecond columns, `_extra`), each with its own writer settings: row group and data page
-sizes (several pages per chunk), dictionaries on, off or per column, a dictionary page limit small
-enough that a chunk falls back to PLAIN mid-way, every codec pyarrow writes, data pages v1 and v2,
-statistics for some columns only, decimals as integers or fixed-length arrays, strings as
-large_string, timestamps in another unit; a later partition may be DuckDB's writer's or Polars'. Each query picks columns (or all) and a clause of
-support.residual_cases' generator; its answer must be, exactly, pyarrow's read of the whole files
+strings, dates, timestamps, decimals; and unsigned, int8, float32 and nanosecond columns,
+`_extra`), each with its own writer settings: row group and data page sizes (several pages per
+chunk), dictionaries on, off or per column, a dictionary page limit small enough that a chunk
+falls back to PLAIN mid-way, every codec pyarrow writes, data pages v1 and v2, statistics for some
+columns only, decimals as integers or fixed-length arrays, strings as large_string, timestamps in
+another unit; a later partition may be DuckDB's writer's or Polars'. Each query picks columns (or
+all) and a clause of support.residual_cases' generator; its answer must be, exactly, pyarrow's read of the whole files
 filtered to the ids DuckDB's SELECT returns; `count()` must be their number, a stream of small
 batches the same rows, footer=False the same values in the types api.md names, and DuckDB's
 SELECT over `Scan.to_dataset()` (the surviving row groups only) the same ids.
@@ -18,6 +19,7 @@ SELECT over `Scan.to_dataset()` (the surviving row groups only) the same ids.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import os
 import random
@@ -42,7 +44,7 @@ COLUMNS = ["id", "a", "b", "f", "s", "d", "ts", "dec", "flag", "u32", "u64", "i8
 
 def writer_options(rng) -> dict:
     """pq.write_table settings for one partition."""
-    opts = {
+    return {
         "row_group_size": rng.choice([7, 30, 64, 250, 1000]),
         "data_page_size": rng.choice([64, 700, 4096, 1 << 20]),
         "use_dictionary": rng.choice([True, False, ["s", "b"], ["a", "d", "dec", "ts", "f"]]),
@@ -52,7 +54,6 @@ def writer_options(rng) -> dict:
         "write_statistics": rng.choice([True, True, ["id", "a", "d", "s"]]),
         "store_decimal_as_integer": rng.choice([True, False]),
     }
-    return opts
 
 
 U32_AT, U64_AT = 2 ** 31, 2 ** 63  # the unsigned columns straddle where a signed view would turn negative
@@ -144,13 +145,16 @@ def write_case(root, seed):
         f = os.path.join(d, "data.parquet")
         opts = writer_options(rng)
         t = _table(rng, part)
-        if part and t.schema != _first_schema(files):
-            t = t.cast(_first_schema(files))  # one logical schema per table: the first partition's
+        if part:
+            t = t.cast(pq.read_schema(files[0]))  # one logical schema per table: the first partition's
         r = rng.random()
         if part and r < 0.35 and t.schema == _plain():
             opts = _duckdb_write(t, f, rng)  # DuckDB's writer reads back as these plain types
-        elif not (part and r > 0.7 and (opts := _polars_write(t, f, rng, opts)).get("writer") == "polars"):
-            pq.write_table(t, f, **opts)
+        else:
+            if part and r > 0.7:
+                opts = _polars_write(t, f, rng, opts)
+            if opts.get("writer") != "polars":
+                pq.write_table(t, f, **opts)
         generate(f)
         files.append(f)
         settings.append(opts)
@@ -184,13 +188,10 @@ def _polars_write(t, path, rng, opts) -> dict:
     return got
 
 
+@functools.cache
 def _plain():
     """The types DuckDB's writer gives back as they are."""
     return _extra(partition_table(0, 1), 0).schema
-
-
-def _first_schema(files):
-    return pq.read_schema(files[0]) if files else None
 
 
 def _rows(col) -> list:
@@ -212,6 +213,16 @@ def differ(got: pa.Table, want: pa.Table):
     return None
 
 
+def _strict_schema(schema):
+    """The schema footer=False gives for pyarrow's `schema`: api.md's differences."""
+    return pa.schema([f.with_type(_strict_type(f.type)) for f in schema])
+
+
+def _refused(names, q) -> bool:
+    """footer=False must refuse the read: the UINT64 column (no QuestDB type) is read or filtered on."""
+    return "u64" in names or "u64" in q
+
+
 def _strict_type(t):
     """The type footer=False gives for pyarrow's `t`, where api.md says it differs."""
     if t in (pa.uint8(), pa.uint16()):
@@ -231,10 +242,10 @@ def _strict(table, q, got):
     try:
         strict = table.scan(q, names, footer=False).to_table()
     except PmError as e:
-        return None if "'u64'" in str(e) and ("u64" in names or "u64" in q) else f"footer=False raised {e}"
-    if "u64" in names or "u64" in q:
+        return None if "'u64'" in str(e) and _refused(names, q) else f"footer=False raised {e}"
+    if _refused(names, q):
         return "footer=False read a UINT64 column the _pm cannot type"
-    want = pa.schema([f.with_type(_strict_type(f.type)) for f in got.schema])
+    want = _strict_schema(got.schema)
     if strict.schema.remove_metadata() != want:
         return f"footer=False schema {strict.schema.remove_metadata()}, api.md says {want}"
     bad = differ(strict, got.cast(want))
@@ -249,10 +260,12 @@ def _handed_off(table, q, d, columns, ids, got, rng):
     n = scan.count()
     if n != len(ids):
         return f"count() {n}, DuckDB {len(ids)}"
-    streamed = scan.to_reader().read_all()
-    if differ(streamed, got) is not None:
-        return f"to_reader(): {differ(streamed, got)}"
-    if max((b.num_rows for b in scan.to_reader()), default=0) > (scan.batch_rows or 1 << 62):
+    reader = scan.to_reader()
+    batches = list(reader)
+    bad = differ(pa.Table.from_batches(batches, reader.schema), got)
+    if bad is not None:
+        return f"to_reader(): {bad}"
+    if max((b.num_rows for b in batches), default=0) > (scan.batch_rows or 1 << 62):
         return f"to_reader() gave a batch over batch_rows={scan.batch_rows}"
     bad = _strict(table, q, got)
     if bad is not None:
@@ -273,10 +286,9 @@ def _remote(remote, columns, q, got):
     if bad is not None:
         return f"from object storage: {bad}"
     names = got.column_names
-    if "u64" in names or "u64" in q:  # footer=False refuses it (_strict checks how)
+    if _refused(names, q):  # _strict checks how
         return None
-    bad = differ(read_table(url, names, q, filesystem=fs, footer=False),
-                 got.cast(pa.schema([f.with_type(_strict_type(f.type)) for f in got.schema])))
+    bad = differ(read_table(url, names, q, filesystem=fs, footer=False), got.cast(_strict_schema(got.schema)))
     return None if bad is None else f"from object storage, footer=False: {bad}"
 
 
