@@ -149,6 +149,8 @@ def value_type(ct: ColumnType) -> str:
     form = ct.domain.form
     if ct.kind in (KIND_INT, KIND_ANYSIGN) and form is None:
         return "int"
+    if ct.kind == KIND_UINT:  # an unsigned INT32 (QuestDB's IPv4 type): DuckDB computes on it as UINTEGER
+        return "int"
     if ct.kind == KIND_BYTES and form in ("text", None):
         return "str" if form == "text" else "bytes"
     return "other"
