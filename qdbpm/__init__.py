@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 _HOMES = {
     "ChecksumError": "errors",
     "CorruptFileError": "errors",
+    "EvaluationError": "errors",
     "ParquetFormatError": "errors",
     "PmError": "errors",
     "PredicateError": "errors",

@@ -10,6 +10,7 @@ __all__ = [
     "StorageError",
     "VanishedError",
     "PredicateError",
+    "EvaluationError",
 ]
 
 
@@ -48,3 +49,8 @@ class VanishedError(StorageError, FileNotFoundError):
 
 class PredicateError(PmError):
     """A predicate that cannot be parsed or bound: syntax, unknown column, literal of the wrong type."""
+
+
+class EvaluationError(PredicateError):
+    """A predicate that cannot be computed over the values read: an integer overflow, a value
+    outside a CAST's type (where DuckDB raises too). Names the partition and the Arrow error."""

@@ -21,6 +21,7 @@ from .literals import ALWAYS, NEVER, Domain, bad_literal, int_bound, literal, no
 from .names import Names
 from . import numbers as N
 from .rows import unscaled_type
+from .staged import filtered
 from .. import arrays
 from ..errors import PredicateError
 from ..pm.qdb_types import KIND_BYTES, KIND_FLOAT, KIND_INT
@@ -228,11 +229,10 @@ def _ordered_key(name, value, schema, exact=True):
     return value
 
 
-def filter_table(table: pa.Table, e: E.Expr) -> pa.Table:
-    """Rows of `table` for which the predicate is TRUE."""
-    if e is None:
-        return table
-    return table.filter(to_arrow(e, table.schema))
+def filter_table(table: pa.Table, e: E.Expr, where="the rows") -> pa.Table:
+    """Rows of `table` for which the predicate is TRUE, in stages (prune.staged; EvaluationError
+    naming `where`: a value it cannot compute)."""
+    return filtered(table, e, to_arrow, where)
 
 
 # --- residuals (prune.residual): SQL values and conditions, Kleene logic -------------------------
@@ -484,10 +484,10 @@ def _cast(c, schema):
         return e, "decimal", t
     if to == "DOUBLE":
         return N.to_double(e, src), "float", pa.float64()
-    if to == "BIGINT":
+    if to in R.INT_BITS:  # a narrower type's range checked by a safe cast to it: a value outside raises
         if src == "float":
             e = pc.round(e, round_mode="half_to_even")  # as DuckDB rounds a DOUBLE to an integer
-        return e.cast(pa.int64()), "int", pa.int64()
+        return (e if to == "BIGINT" else e.cast(getattr(pa, f"int{R.INT_BITS[to]}")())).cast(pa.int64()), "int", pa.int64()
     if to == "VARCHAR":
         return e.cast(pa.string()), "str", pa.string()
     if to == "DATE":

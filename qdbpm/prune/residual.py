@@ -31,6 +31,8 @@ DATE_TRUNC_UNITS = TRUNC_UNITS[:5]  # a DATE has no time of day to truncate
 CASTS = {"DOUBLE": ("int", "float", "decimal"), "BIGINT": ("int", "bool", "float"),
          "VARCHAR": ("str", "int", "bool", "date"), "DATE": ("date", "timestamp", "str"),
          "TIMESTAMP": ("date", "timestamp", "str"), "BOOLEAN": ("bool",)}
+INT_BITS = {"BIGINT": 64, "INTEGER": 32, "SMALLINT": 16, "TINYINT": 8}  # a value outside raises, as in DuckDB
+CASTS.update(dict.fromkeys(("INTEGER", "SMALLINT", "TINYINT"), CASTS["BIGINT"]))
 FUNCTIONS = {"year": 1, "month": 1, "day": 1, "date_trunc": 2, "lower": 1, "upper": 1, "abs": 1, "length": 1,
              "coalesce": None}
 # substring(s, start[, length]) (alias substr): start and length are literal integers in the range
@@ -285,7 +287,7 @@ def check(e, typer, check_expr=lambda e: None) -> str | None:
             ok = src in CASTS[e.to] or src == "null"
         if not ok:
             raise PredicateError(f"CAST of {src.upper()} AS {e.to} is not supported by the exact filter")
-        return "decimal" if e.to.startswith("DECIMAL") else {"DOUBLE": "float", "BIGINT": "int", "VARCHAR": "str",
+        return "decimal" if e.to.startswith("DECIMAL") else "int" if e.to in INT_BITS else {"DOUBLE": "float", "VARCHAR": "str",
                                                                "DATE": "date", "TIMESTAMP": "timestamp",
                                                                "BOOLEAN": "bool"}[e.to]
     if isinstance(e, Condition):
@@ -427,12 +429,21 @@ def add_months(v, n: int):
     return v.replace(year=y, month=m, day=min(v.day, last))
 
 
-_TYPE_NAME = re.compile(r"^(?P<name>[A-Z ]+?)\s*(?:\(\s*(?P<p>\d+)\s*(?:,\s*(?P<s>\d+)\s*)?\))?$")
+_TYPE_NAME = re.compile(r"^(?P<name>[A-Z][A-Z0-9 ]*?)\s*(?:\(\s*(?P<p>\d+)\s*(?:,\s*(?P<s>\d+)\s*)?\))?$")
 _CAST_NAMES = {"DOUBLE": "DOUBLE", "FLOAT8": "DOUBLE", "DOUBLE PRECISION": "DOUBLE", "BIGINT": "BIGINT",
-               "INT8": "BIGINT", "LONG": "BIGINT", "INTEGER": "BIGINT", "INT": "BIGINT", "INT4": "BIGINT",
-               "SMALLINT": "BIGINT", "INT2": "BIGINT", "TINYINT": "BIGINT", "VARCHAR": "VARCHAR",
+               "INT8": "BIGINT", "LONG": "BIGINT", "INTEGER": "INTEGER", "INT": "INTEGER", "INT4": "INTEGER",
+               "SMALLINT": "SMALLINT", "INT2": "SMALLINT", "TINYINT": "TINYINT", "INT1": "TINYINT", "VARCHAR": "VARCHAR",
                "TEXT": "VARCHAR", "STRING": "VARCHAR", "DATE": "DATE", "TIMESTAMP": "TIMESTAMP",
                "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN"}
+
+
+def cast_int(v: int, to: str) -> int:
+    """An integer literal CAST to integer type `to` (an INT_BITS key): itself, or a PredicateError
+    where it lies outside that type, as DuckDB refuses it."""
+    half = 1 << (INT_BITS[to] - 1)
+    if not -half <= v < half:
+        raise PredicateError(f"CAST({v} AS {to}): {v} is out of {to}'s range [{-half}, {half - 1}]")
+    return v
 
 
 def cast_type(text: str) -> str:

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from . import expr as E
 from .names import Names
-from ..errors import PredicateError
+from ..errors import EvaluationError, PredicateError
 
 UNSCALED_KEY = b"qdbpm.unscaled_decimal"
 
@@ -67,11 +67,33 @@ def _unscaled_ok(e, schema_names) -> frozenset:
     return frozenset(leaves - other)
 
 
-def matching_rows(table: pa.Table, expr: pc.Expression) -> np.ndarray:
+class Evaluating:
+    """`with Evaluating(where):` around the exact filter's evaluation over values: an ArrowInvalid
+    there is a value the predicate cannot compute (an integer overflow, a value outside a CAST's
+    type, where DuckDB raises too), raised as an EvaluationError naming `where` (a partition).
+    Other Arrow errors are not the data's: they pass as they are."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where):
+        self.where = where
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, e, tb):
+        if kind is not None and issubclass(kind, pa.ArrowInvalid):
+            raise EvaluationError(f"{self.where}: the filter cannot be computed over its values: {e}") from None
+        return False
+
+
+def matching_rows(table: pa.Table, expr: pc.Expression, where="the rows") -> np.ndarray:
     """Row numbers (int64, ascending) of `table` where `expr` (a to_arrow expression) is TRUE: the
     rows `table.filter(expr)` keeps, found by one projection in this thread, without the filtered
-    copy of every column the filter makes (a late reader takes the other columns' rows itself)."""
-    m = _project(table, [expr]).column(0)
+    copy of every column the filter makes (a late reader takes the other columns' rows itself).
+    A value the filter cannot compute is an EvaluationError naming `where`."""
+    with Evaluating(where):
+        m = _project(table, [expr]).column(0)
     if len(m) != table.num_rows or not pa.types.is_boolean(m.type):
         raise PredicateError(f"the filter gave {len(m)} values of {m.type} for {table.num_rows} rows")
     return true_rows(m)

@@ -482,8 +482,8 @@ def _fold_cast(v, to):
         return x if isinstance(x, dt.datetime) else dt.datetime(x.year, x.month, x.day)
     if to == "DOUBLE" and t in ("int", "decimal", "float"):
         return float(v)
-    if to == "BIGINT" and t == "int" or to == "VARCHAR" and t == "str" or to == "BOOLEAN" and t == "bool":
-        return v
+    if to in R.INT_BITS and t == "int" or to == "VARCHAR" and t == "str" or to == "BOOLEAN" and t == "bool":
+        return R.cast_int(v, to) if to in R.INT_BITS else v
     return None
 
 

@@ -21,7 +21,8 @@ from ..parquet import constants as PQ
 from ..parquet.build import ColumnChunkSpec, RowGroupSpec, parquet_file
 from ..parquet.footer import PARQUET_ENCODING_TO_BIT, parse_footer
 from ..errors import ParquetFormatError, PmError, StorageError
-from ..prune.arrow import filter_table
+from ..prune.arrow import to_arrow
+from ..prune.staged import filtered
 from .ranges import DEFAULT_MAX_GAP, fetch, fetch_footer, plan
 from .read_schema import ColumnSchemas, schema_key, strict_refusal
 
@@ -185,11 +186,11 @@ def filterable(t) -> pa.Table:
     return t if plain == list(t.schema) else t.cast(pa.schema(plain, t.schema.metadata))
 
 
-def filter_rows(t, pred, expr=None) -> pa.Table:
-    """filter_table through `filterable` (view columns cast back after); `expr(schema)`, when
-    given, supplies the Arrow expression of `pred` (a cache)."""
+def filter_rows(t, pred, compile=to_arrow, where="the rows") -> pa.Table:
+    """filter_table through `filterable` (view columns cast back after); `compile(pred, schema)`
+    gives an Arrow expression (a cache's). EvaluationError names `where`."""
     f = filterable(t)
-    out = filter_table(f, pred) if expr is None else f.filter(expr(f.schema))
+    out = filtered(f, pred, compile, where)
     return out if f is t else out.cast(t.schema)
 
 

@@ -24,7 +24,8 @@ from ..prune.arrow import to_arrow
 from ..prune.bind import bind
 from ..prune.compiled import arrow_key
 from ..prune.rules import classify
-from ..prune.rows import matching_rows, unscaled_ok, without_proven
+from ..prune.rows import unscaled_ok, without_proven
+from ..prune.staged import matching
 from ..prune.filters import as_predicate
 from . import decision, direct, pool
 from .decider import decider_for
@@ -356,7 +357,7 @@ class Scan:
         else:  # every chunk fetched, none all-null: decode them directly
             t = decode_chunks(unit.pm, unit.row_groups, unit.columns, blobs, schemas)
         t = filterable(self._with_keys(t, p, p.needs))
-        return t.filter(self._filter(p.residual, t.schema)).num_rows
+        return len(matching(t, p.residual, self._filter, f"partition {p.name!r}"))
 
     def _filter(self, residual, schema):
         return _arrow_filter(self.table, self._filters, residual, schema)
@@ -376,10 +377,9 @@ class Scan:
         if not p.views:  # columns only returned, not filtered on: decoded as dictionaries, cast after
             cols = [c for c in unit.columns if not filtered or c not in p.pred_cols]
             late = late_columns(unit.pm, unit.row_groups, cols, schemas.fields(unit.pm, cols))
-        t = decode_partition(unit.pm, unit.row_groups, unit.columns, blobs, unit.plan.all_null, schemas, p.views,
-                             late)
+        t = decode_partition(unit.pm, unit.row_groups, unit.columns, blobs, unit.plan.all_null, schemas, p.views, late)
         if filtered:
-            t = filter_rows(self._with_keys(t, p, p.needs), p.residual, lambda s: self._filter(p.residual, s))
+            t = filter_rows(self._with_keys(t, p, p.needs), p.residual, self._filter, f"partition {p.name!r}")
         if late:
             fields = dict(zip(late, schemas.fields(unit.pm, late)))
             for c, f in fields.items():
@@ -404,7 +404,7 @@ class Scan:
     def _matching(self, p, t):
         """Row numbers of a filter pass's table `t` (p's columns) where p's residual is TRUE."""
         t = self._with_keys(t, p, p.needs)
-        return matching_rows(t, self._filter(p.residual, t.schema))
+        return matching(t, p.residual, self._filter, f"partition {p.name!r}")
 
     def _decider(self, p):
         """For `direct.distinct_rows`: table -> {column: where its conjuncts of p's residual are
