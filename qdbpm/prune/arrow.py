@@ -230,8 +230,7 @@ def _ordered_key(name, value, schema, exact=True):
 
 
 def filter_table(table: pa.Table, e: E.Expr, where="the rows") -> pa.Table:
-    """Rows of `table` for which the predicate is TRUE, in stages (prune.staged; EvaluationError
-    naming `where`: a value it cannot compute)."""
+    """Rows of `table` where the predicate is TRUE, in stages (prune.staged): EvaluationError names `where`."""
     return filtered(table, e, to_arrow, where)
 
 
@@ -487,7 +486,8 @@ def _cast(c, schema):
     if to in R.INT_BITS:  # a narrower type's range checked by a safe cast to it: a value outside raises
         if src == "float":
             e = pc.round(e, round_mode="half_to_even")  # as DuckDB rounds a DOUBLE to an integer
-        return (e if to == "BIGINT" else e.cast(getattr(pa, f"int{R.INT_BITS[to]}")())).cast(pa.int64()), "int", pa.int64()
+        narrow = e if to == "BIGINT" else e.cast(getattr(pa, f"int{R.INT_BITS[to]}")())
+        return narrow.cast(pa.int64()), "int", pa.int64()
     if to == "VARCHAR":
         return e.cast(pa.string()), "str", pa.string()
     if to == "DATE":

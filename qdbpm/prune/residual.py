@@ -287,9 +287,9 @@ def check(e, typer, check_expr=lambda e: None) -> str | None:
             ok = src in CASTS[e.to] or src == "null"
         if not ok:
             raise PredicateError(f"CAST of {src.upper()} AS {e.to} is not supported by the exact filter")
-        return "decimal" if e.to.startswith("DECIMAL") else "int" if e.to in INT_BITS else {"DOUBLE": "float", "VARCHAR": "str",
-                                                               "DATE": "date", "TIMESTAMP": "timestamp",
-                                                               "BOOLEAN": "bool"}[e.to]
+        if e.to.startswith("DECIMAL") or e.to in INT_BITS:
+            return "decimal" if e.to.startswith("DECIMAL") else "int"
+        return {"DOUBLE": "float", "VARCHAR": "str", "DATE": "date", "TIMESTAMP": "timestamp", "BOOLEAN": "bool"}[e.to]
     if isinstance(e, Condition):
         return check(e.cond, typer, check_expr)
     if isinstance(e, Case):
@@ -432,8 +432,8 @@ def add_months(v, n: int):
 _TYPE_NAME = re.compile(r"^(?P<name>[A-Z][A-Z0-9 ]*?)\s*(?:\(\s*(?P<p>\d+)\s*(?:,\s*(?P<s>\d+)\s*)?\))?$")
 _CAST_NAMES = {"DOUBLE": "DOUBLE", "FLOAT8": "DOUBLE", "DOUBLE PRECISION": "DOUBLE", "BIGINT": "BIGINT",
                "INT8": "BIGINT", "LONG": "BIGINT", "INTEGER": "INTEGER", "INT": "INTEGER", "INT4": "INTEGER",
-               "SMALLINT": "SMALLINT", "INT2": "SMALLINT", "TINYINT": "TINYINT", "INT1": "TINYINT", "VARCHAR": "VARCHAR",
-               "TEXT": "VARCHAR", "STRING": "VARCHAR", "DATE": "DATE", "TIMESTAMP": "TIMESTAMP",
+               "SMALLINT": "SMALLINT", "INT2": "SMALLINT", "TINYINT": "TINYINT", "INT1": "TINYINT",
+               "VARCHAR": "VARCHAR", "TEXT": "VARCHAR", "STRING": "VARCHAR", "DATE": "DATE", "TIMESTAMP": "TIMESTAMP",
                "BOOLEAN": "BOOLEAN", "BOOL": "BOOLEAN"}
 
 

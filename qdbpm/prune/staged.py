@@ -20,11 +20,10 @@ from dataclasses import fields
 import numpy as np
 import pyarrow as pa
 
-from ..errors import EvaluationError
-
 from . import expr as E
 from . import residual as R
 from .rows import Evaluating, matching_rows
+from ..errors import EvaluationError
 
 # CAST targets that never fail on a source the exact filter accepts (residual.CASTS): VARCHAR
 # prints any value, BOOLEAN takes a BOOLEAN, DOUBLE rounds any number (an integer past 2^53 too).
@@ -56,33 +55,18 @@ def fallible(x) -> bool:
     return False  # a plain predicate: a column against literals bound to its type
 
 
-_STAGES: dict = {}
-_STAGES_MAX = 256
-
-
 def stages(e) -> tuple:
     """(the conjuncts of `e` (nested ANDs flattened) that cannot fail, as one predicate or None;
-    those that may, a tuple). Kept per predicate (asked once per unit of a scan)."""
-    try:
-        got = _STAGES.get(e)
-    except TypeError:  # a literal that does not hash: worked out each time
-        return _split(e)
-    if got is None:
-        if len(_STAGES) >= _STAGES_MAX:
-            _STAGES.clear()
-        got = _STAGES[e] = _split(e)
-    return got
-
-
-def _conjuncts(e):
-    return [k for c in e.children for k in _conjuncts(c)] if isinstance(e, E.And) else [e]
-
-
-def _split(e):
+    those that may, a tuple). Worked out per call, a walk of the tree: a cache keyed by the tree
+    would hand `a = 1.5` (a SQL DECIMAL) the parts of an equal `a = 1.5` built with a float."""
     sure, risky = [], []
     for k in _conjuncts(e):
         (risky if fallible(k) else sure).append(k)
     return (None if not sure else sure[0] if len(sure) == 1 else E.And(tuple(sure))), tuple(risky)
+
+
+def _conjuncts(e):
+    return [k for c in e.children for k in _conjuncts(c)] if isinstance(e, E.And) else [e]
 
 
 def matching(table: pa.Table, e, compile, where) -> np.ndarray:
