@@ -13,7 +13,9 @@ another unit; a later partition may be DuckDB's writer's or Polars'. Each query 
 all) and a clause of support.residual_cases' generator; its answer must be, exactly, pyarrow's read of the whole files
 filtered to the ids DuckDB's SELECT returns; `count()` must be their number, a stream of small
 batches the same rows, footer=False the same values in the types api.md names, and DuckDB's
-SELECT over `Scan.to_dataset()` (the surviving row groups only) the same ids.
+SELECT over `Scan.to_dataset()` (the surviving row groups only) the same ids. A clause DuckDB
+refuses for a value (a Conversion or Out of Range error) is not judged on its rows, but its read
+must answer or raise EvaluationError, nothing else.
 """
 
 from __future__ import annotations
@@ -314,7 +316,7 @@ def run_case(root, seed, queries=40, upload=None) -> dict:
             columns = None if rng.random() < 0.25 else rng.sample(COLUMNS, rng.randint(1, 4))
             try:
                 ids = [r[0] for r in con.execute(f"select id from {src} where {d}").fetchall()]
-            except duckdb.Error as e:  # the oracle cannot say (an internal error of DuckDB's): counted, not judged
+            except duckdb.Error as e:  # the oracle cannot say (a value it refuses, an error of its own): not judged
                 tally["oracle_errors"].append((seed, q, str(e).splitlines()[0]))
                 if isinstance(e, (duckdb.ConversionException, duckdb.OutOfRangeException)):
                     # a value DuckDB refuses: qdbpm raises EvaluationError, or answers where an order
