@@ -160,3 +160,34 @@ def test_stages_split_what_may_fail(text, sure, risky):
 
     assert stages(qdbpm.parse(text)) == (None if sure is None else qdbpm.parse(sure),
                                           tuple(qdbpm.parse(k) for k in risky))
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory):
+    """Two hive partitions, k=1 and k=300 (300 is no TINYINT)."""
+    import pyarrow.parquet as pq
+
+    root = tmp_path_factory.mktemp("keyed")
+    for k in (1, 300):
+        (root / f"k={k}").mkdir()
+        pq.write_table(pa.table({"a": [1, 2]}), root / f"k={k}" / "data.parquet")
+        qdbpm.generate(str(root / f"k={k}" / "data.parquet"))
+    return str(root)
+
+
+@pytest.mark.parametrize("clause, want", [("k < 10 AND CAST(k AS TINYINT) > 0", 2),
+                                          ("a = 5 AND CAST(k AS TINYINT) > 0", 0),
+                                          ("k = 300 AND CAST(a AS TINYINT) > 0", 2)])
+def test_a_key_atom_its_values_cannot_compute_is_left_to_the_rows(keyed, clause, want):
+    """The keys decide what they can; an atom that cannot be computed over some partition's key
+    (before: Arrow's bare ArrowInvalid from the key plan) is decided over the rows that reach it."""
+    assert qdbpm.read_table(keyed, where=clause).num_rows == want
+    assert qdbpm.open_table(keyed).scan(clause).count() == want
+
+
+@pytest.mark.parametrize("clause", ["CAST(k AS TINYINT) > 0", "CAST(k AS TINYINT) > 0 AND a = 2"])
+def test_a_key_value_every_row_reaches_raises(keyed, clause):
+    with pytest.raises(EvaluationError, match="partition 'k=300'"):
+        qdbpm.read_table(keyed, where=clause)
+    with pytest.raises(EvaluationError, match="partition 'k=300'"):
+        qdbpm.open_table(keyed).scan(clause).count()
