@@ -118,14 +118,13 @@ def evaluate(exprs, keys: pa.Table) -> np.ndarray:
     return vals
 
 
-def _computes(expr, keys) -> bool:
-    """Whether `expr` computes over every row of `keys` (no ArrowInvalid: an overflow, a value
-    outside a CAST's type)."""
+def _computed(expr, keys):
+    """`evaluate([expr], keys)`, or None where some row of `keys` cannot compute it (ArrowInvalid:
+    an overflow, a value outside a CAST's type)."""
     try:
-        evaluate([expr], keys)
+        return evaluate([expr], keys)
     except pa.ArrowInvalid:
-        return False
-    return True
+        return None
 
 
 def _bits(arr, k) -> np.ndarray:
@@ -170,9 +169,9 @@ def split(e, keys: pa.Table, file_names=(), defer=False) -> Split:
     except pa.ArrowInvalid:
         # an atom some partition's key value cannot compute (CAST(k AS TINYINT) of k=300) is left
         # unknown here: the exact filter computes it over the rows that reach it (prune.staged)
-        kept = [i for i, x in enumerate(exprs) if _computes(x, keys)]
-        exprs, leaves = [exprs[i] for i in kept], [leaves[i] for i in kept]
-        vals = evaluate(exprs, keys) if leaves else None
+        each = [_computed(x, keys) for x in exprs]
+        leaves = [a for a, v in zip(leaves, each) if v is not None]
+        vals = np.hstack([v for v in each if v is not None]) if leaves else None
     if not leaves:
         return Split(np.arange(n, dtype=np.int64), np.zeros(n, np.int32), [e], [], refused)
     # the distinct patterns of the leaves' values (uniq, one row each) and each partition's

@@ -76,11 +76,12 @@ def matching(table: pa.Table, e, compile, where) -> np.ndarray:
     if not risky or sure is None and len(risky) == 1:
         return matching_rows(table, compile(e, table.schema), where)
     rows = np.arange(table.num_rows) if sure is None else matching_rows(table, compile(sure, table.schema), where)
-    todo = list(risky)
+    todo, sub = list(risky), table if len(rows) == table.num_rows else table.take(pa.array(rows))
     while todo and len(rows):
         left, failed = [], None
         for k in todo:
-            sub = table.take(pa.array(rows)) if len(rows) < table.num_rows else table
+            if sub.num_rows != len(rows):  # rows only narrow: the same count is the same rows
+                sub = table.take(pa.array(rows))
             try:
                 rows = rows[matching_rows(sub, compile(k, sub.schema), where)]
             except EvaluationError as x:  # tried again over the rows the others keep
