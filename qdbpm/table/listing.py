@@ -12,11 +12,15 @@ from ..errors import PmError
 from ..pm import layout as L
 from ..pm.batch import BUDGET, MAX_FILE, PmBatch
 from ..pm.crc import crc32_of
-from . import _walk
+from . import _walk, pool
 
 HIDDEN_PREFIXES = (".", "_")  # pyarrow.dataset's ignore_prefixes; also Spark's and Hive's rule
 NULL_FALLBACK = "__HIVE_DEFAULT_PARTITION__"  # pyarrow's (and Hive's) name for a null value
 KERNEL = True  # local listings by the walk kernel; False: by walk_reference (os.walk)
+# A one-shot open's walk makes its ~4 system calls per partition on this thread and one of the
+# decode pool's at once (_walk._Probe), where a directory holds PROBE_MIN subdirectories or more.
+PROBE = True
+PROBE_MIN = 16
 _PM = os.fsencode(L.PM_FILE_NAME)
 _HIDDEN = "".join(HIDDEN_PREFIXES)
 
@@ -94,8 +98,10 @@ def read_partitions(root, pm_paths):
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise PmError(f"table root {root!r} is not a directory")
+    helper = pool.executor().submit if PROBE and pool.LANES > 1 else None
     names, _, arena, at, size, status, checker = _walk.walk(os.fsencode(root), _PM, _HIDDEN, read=True,
-                                                            max_file=MAX_FILE, budget=BUDGET, crc=crc32_of)
+                                                            max_file=MAX_FILE, budget=BUDGET, crc=crc32_of,
+                                                            helper=helper, probe_min=PROBE_MIN)
     order = sorted(range(len(names)), key=names.__getitem__)
     partitions = [names[i] for i in order]
     if order != list(range(len(order))):
