@@ -342,7 +342,7 @@ def _value(v, schema, want=None):
     if isinstance(v, R.Case):
         vals = [w[1] for w in v.whens] + [v.default]
         exprs, t, at = _common(vals, schema)
-        common = N.case_type([N.scale(x, lambda r: _value(r, schema)[2]) for x in vals]) if t == "decimal" else None
+        common = N.case_common(vals, lambda r: _value(r, schema)[2]) if t == "decimal" else None
         if common is not None:  # if_else takes one type
             at, exprs = common, [e.cast(common) for e in exprs]
         out = exprs[-1]

@@ -46,6 +46,13 @@ def case_type(scales):
     return None if not scales or None in scales else pa.decimal128(38, max(scales))
 
 
+def case_common(values, ref_type):
+    """case_type of CASE values `values` (residual nodes): None where at most one is not NULL, whose
+    own type the CASE keeps (DuckDB: CASE WHEN c THEN DECIMAL(15,2) END is a DECIMAL(15,2))."""
+    known = [v for v in values if not (isinstance(v, R.Const) and v.value is None)]
+    return case_type([scale(v, ref_type) for v in known]) if len(known) > 1 else None
+
+
 def scale(v, ref_type):
     """The scale of DECIMAL (or integer: 0) value `v` (a residual node) as pyarrow computes it,
     None where not known; `ref_type(ref)` is a column's Arrow type as the filter reads it."""

@@ -8,14 +8,18 @@ that fails is tried again once the other conjuncts have narrowed the rows, and t
 raises (EvaluationError) only when no conjunct left can go on: there is then a row on which every
 other conjunct is TRUE and this one fails, which DuckDB meets in whatever order it evaluates them.
 So qdbpm raises only where DuckDB raises whatever its order, and answers wherever it answers (a
-narrower set of rows never makes a conjunct fail that did not before). Inside one conjunct (an OR,
-a CASE) every part is computed for every row it sees: there qdbpm may raise where DuckDB's own
-short cuts spare it. Found by scripts/fuzz_reads.py.
+narrower set of rows never makes a conjunct fail that did not before). Found by scripts/fuzz_reads.py.
+
+An OR is evaluated alike, each part over the rows no other part has made TRUE (DuckDB computes
+`b = 1 OR CAST(a AS TINYINT) > 0` only over rows where `b = 1` is not TRUE). A CASE computes each
+THEN / ELSE value, and each WHEN after the first, over the rows that reach it, as DuckDB does:
+`guarded` rewrites every column such a part reads as NULL on the other rows, where Arrow would
+compute every branch over every row.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import numpy as np
 import pyarrow as pa
@@ -72,18 +76,34 @@ def _conjuncts(e):
 def matching(table: pa.Table, e, compile, where) -> np.ndarray:
     """Row numbers (ascending) of `table` where predicate `e` is TRUE, in stages (above);
     `compile(predicate, schema)`: its Arrow expression. EvaluationError names `where`."""
-    sure, risky = stages(e)
-    if not risky or sure is None and len(risky) == 1:
+    if not fallible(e):
         return matching_rows(table, compile(e, table.schema), where)
+    return _rows(table, guarded(e), compile, where)
+
+
+def _rows(table, e, compile, where):
+    """matching() of `e`, a CASE's parts already guarded: an AND or OR with a part that may fail
+    in stages, anything else computed whole."""
+    if isinstance(e, E.And) and fallible(e):
+        return _all(table, e, compile, where)
+    if isinstance(e, E.Or) and fallible(e):
+        return _any(table, _disjuncts(e), compile, where)
+    return matching_rows(table, compile(e, table.schema), where)
+
+
+def _all(table, e, compile, where):
+    """Rows where every conjunct of AND `e` is TRUE: the sure ones at once, then each that may
+    fail over the rows kept so far, one that fails tried again after the others."""
+    sure, risky = stages(e)
     rows = np.arange(table.num_rows) if sure is None else matching_rows(table, compile(sure, table.schema), where)
-    todo, sub = list(risky), table if len(rows) == table.num_rows else table.take(pa.array(rows))
+    todo, sub = list(risky), table
     while todo and len(rows):
         left, failed = [], None
         for k in todo:
             if sub.num_rows != len(rows):  # rows only narrow: the same count is the same rows
                 sub = table.take(pa.array(rows))
             try:
-                rows = rows[matching_rows(sub, compile(k, sub.schema), where)]
+                rows = rows[_rows(sub, k, compile, where)]
             except EvaluationError as x:  # tried again over the rows the others keep
                 left.append(k)
                 failed = x
@@ -95,12 +115,89 @@ def matching(table: pa.Table, e, compile, where) -> np.ndarray:
     return rows
 
 
+def _any(table, parts, compile, where):
+    """Rows where one of `parts` is TRUE: the sure ones at once, then each that may fail over the
+    rows no part has made TRUE yet, one that fails tried again after the others."""
+    hit = np.zeros(table.num_rows, bool)
+    sure = [k for k in parts if not fallible(k)]
+    if sure:
+        hit[matching_rows(table, compile(sure[0] if len(sure) == 1 else E.Or(tuple(sure)), table.schema), where)] = True
+    todo = [k for k in parts if fallible(k)]
+    rest = np.flatnonzero(~hit)
+    while todo and len(rest):
+        left, failed = [], None
+        for k in todo:
+            sub = table if len(rest) == table.num_rows else table.take(pa.array(rest))
+            try:
+                hit[rest[_rows(sub, k, compile, where)]] = True
+            except EvaluationError as x:  # tried again over the rows the others leave
+                left.append(k)
+                failed = x
+            rest = np.flatnonzero(~hit)
+            if not len(rest):
+                break
+        if len(left) == len(todo) and len(rest):
+            raise failed
+        todo = left
+    return np.flatnonzero(hit)
+
+
+def _disjuncts(e):
+    return [k for c in e.children for k in _disjuncts(c)] if isinstance(e, E.Or) else [e]
+
+
+def guarded(x):
+    """`x` with each CASE's parts that may fail computed only over the rows that reach them: in a
+    THEN / ELSE value, and in a WHEN after the first, every column reads NULL on the rows an
+    earlier WHEN takes (and, in a THEN, where its own WHEN is not TRUE). NULL fails nothing
+    and the CASE takes that part's value on none of those rows: the same values, where DuckDB
+    computes them, and no failure on a row DuckDB never computes the part for."""
+    if isinstance(x, R.Case):
+        out = []
+        for cond, value in x.whens:
+            cond, value = guarded(cond), guarded(value)
+            if out and fallible(cond):
+                cond = _reads(cond, out, None)
+            if fallible(value):
+                value = _reads(value, out, cond)
+            out.append((cond, value))
+        default = guarded(x.default)
+        return R.Case(tuple(out), _reads(default, out, None) if fallible(default) else default)
+    if isinstance(x, R.Node):
+        return replace(x, **{f.name: guarded(getattr(x, f.name)) for f in fields(x) if f.compare})
+    if isinstance(x, (E.And, E.Or)):
+        return type(x)(tuple(guarded(c) for c in x.children))
+    if isinstance(x, E.Not):
+        return E.Not(guarded(x.child))
+    if isinstance(x, tuple):
+        return tuple(guarded(y) for y in x)
+    return x
+
+
+def _reads(x, before, cond):
+    """`x` with each column read through a CASE: NULL where a WHEN of `before` is TRUE, else the
+    column where `cond` is TRUE (None: the column)."""
+    if isinstance(x, R.Ref):
+        nulls = tuple((c, R.Const(None)) for c, _ in before)
+        if cond is None:
+            return R.Case(nulls, x)
+        return R.Case(nulls + ((cond, x),), R.Const(None))
+    if isinstance(x, R.Node):
+        return replace(x, **{f.name: _reads(getattr(x, f.name), before, cond) for f in fields(x) if f.compare})
+    if isinstance(x, (E.And, E.Or)):
+        return type(x)(tuple(_reads(c, before, cond) for c in x.children))
+    if isinstance(x, E.Not):
+        return E.Not(_reads(x.child, before, cond))
+    if isinstance(x, tuple):
+        return tuple(_reads(y, before, cond) for y in x)
+    return x
+
+
 def filtered(table: pa.Table, e, compile, where) -> pa.Table:
     """`table`'s rows where predicate `e` is TRUE (None: all), in stages (above)."""
     if e is None:
         return table
-    sure, risky = stages(e)
-    if not risky or sure is None and len(risky) == 1:
+    if not fallible(e):
         with Evaluating(where):
             return table.filter(compile(e, table.schema))
     return table.take(pa.array(matching(table, e, compile, where), pa.int64()))

@@ -113,6 +113,10 @@ def extra_leaf(rng):
         lambda: same_text(f"CAST(u32 AS BIGINT) + a {op} {k32}"),
         lambda: same_text(f"CAST(i8 AS SMALLINT) * 2 {op} {rng.randint(-260, 260)}"),
         lambda: same_text(f"CAST(a AS {rng.choice(['TINYINT', 'INTEGER', 'INT2'])}) {op} {rng.randint(0, 170)}"),
+        # a guarded CAST (DuckDB computes a CASE branch, an OR's later part, only where reached): answered
+        lambda: same_text(f"CASE WHEN a > {rng.randint(100, 127)} THEN {rng.randint(-5, 5)} "
+                          f"ELSE CAST(a AS TINYINT) END {op} {rng.randint(-5, 130)}"),
+        lambda: same_text(f"(a > {rng.randint(100, 127)} OR CAST(a AS TINYINT) {op} {rng.randint(0, 130)})"),
     ]
     return rng.choice(forms)()
 
