@@ -308,11 +308,15 @@ cdef class _Walk:
                 or len(subdirs) < self.probe_min:
             return None
         p = new_probe(fd, self.dev, subdirs, self.pm_name, min(<int64_t>FIRST_READ, self.max_file))
-        task = self.helper(p.run)
+        try:
+            task = self.helper(p.run)
+        except RuntimeError:  # no thread to be had: this one probes alone
+            task = None
         try:
             p.run()
         finally:
-            task.settle()  # fd stays open, and p alive, until no thread probes any more
+            if task is not None:
+                task.settle()  # fd stays open, and p alive, until no thread probes any more
         return p
 
 

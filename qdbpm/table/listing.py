@@ -98,15 +98,25 @@ def read_partitions(root, pm_paths):
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise PmError(f"table root {root!r} is not a directory")
-    helper = pool.executor().submit if PROBE and pool.LANES > 1 else None
     names, _, arena, at, size, status, checker = _walk.walk(os.fsencode(root), _PM, _HIDDEN, read=True,
                                                             max_file=MAX_FILE, budget=BUDGET, crc=crc32_of,
-                                                            helper=helper, probe_min=PROBE_MIN)
+                                                            helper=_helper(), probe_min=PROBE_MIN)
     order = sorted(range(len(names)), key=names.__getitem__)
     partitions = [names[i] for i in order]
     if order != list(range(len(order))):
         at, size, status = at[order], size[order], status[order]
     return partitions, PmBatch(pm_paths(partitions), (arena, at, size, status), checked=checker.finish(order))
+
+
+def _helper():
+    """What starts the walk's probe on a decode pool thread (_walk.walk's helper), or None: probes
+    off, one lane, or no thread to be had (the walk then makes every call itself)."""
+    if not PROBE or pool.LANES < 2:
+        return None
+    try:
+        return pool.executor().submit
+    except RuntimeError:  # the process cannot start a thread now: nothing is lost but the overlap
+        return None
 
 
 def walk_reference(root, identities) -> dict:

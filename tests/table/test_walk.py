@@ -203,7 +203,12 @@ def _first(fn):
     return _Never(fn)
 
 
-HELPERS = [_Thread, _Never, _first]
+def _refused(fn):
+    """A helper with no thread to give (threading's RuntimeError): the walking thread probes alone."""
+    raise RuntimeError("can't start new thread")
+
+
+HELPERS = [_Thread, _Never, _first, _refused]
 
 
 def _read_walk(root, helper, **kw):
