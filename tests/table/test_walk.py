@@ -147,12 +147,17 @@ def _tables(root):
     return open_table(root), ref
 
 
+def _flat(root, names, pm_bytes):
+    """Partitions `names` directly under root, each with `pm_bytes` as its `_pm`."""
+    for name in names:
+        os.makedirs(os.path.join(root, name))
+        with open(os.path.join(root, name, "_pm"), "wb") as f:
+            f.write(pm_bytes)
+
+
 def test_a_corrupt_partition_raises_what_a_one_file_open_raises(tmp_path, pm_bytes):
     root = str(tmp_path)
-    for k in range(5):
-        os.makedirs(os.path.join(root, f"p{k}"))
-        with open(os.path.join(root, f"p{k}", "_pm"), "wb") as f:
-            f.write(pm_bytes)
+    _flat(root, [f"p{k}" for k in range(5)], pm_bytes)
     bad = bytearray(pm_bytes)
     bad[60] ^= 0x10
     with open(os.path.join(root, "p3", "_pm"), "wb") as f:
@@ -274,10 +279,7 @@ def test_a_probe_leaves_large_files_budgets_and_odd_entries_to_the_walk(tmp_path
 
 def test_read_partitions_probes_on_the_decode_pool_and_agrees(tmp_path, pm_bytes):
     root = str(tmp_path)
-    for k in range(40):
-        os.makedirs(os.path.join(root, f"day={k}"))
-        with open(os.path.join(root, f"day={k}", "_pm"), "wb") as f:
-            f.write(pm_bytes)
+    _flat(root, [f"day={k}" for k in range(40)], pm_bytes)
     paths = lambda ps: [os.path.join(root, p, "_pm") for p in ps]  # noqa: E731
     got = []
     for probe in (True, False):
