@@ -9,7 +9,7 @@ caller for a column's Arrow type).
 - CAST(integer AS DECIMAL(p, s)) checks the value, not the integer type's digits; CAST of a DECIMAL
   to a smaller scale rounds half away from zero (pyarrow refuses "data loss").
 - CASE branches of DECIMALs of other types meet at DECIMAL(38, their largest scale) (pyarrow's
-  if_else takes one type).
+  if_else takes one type); a CASE with one value that is not NULL keeps its type, as DuckDB's.
 """
 
 from __future__ import annotations
