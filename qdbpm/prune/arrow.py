@@ -327,7 +327,7 @@ def _value(v, schema, want=None):
         elif a[1] == "int" and b[1] == "int":
             x, y, t = a[0].cast(pa.int64()), b[0].cast(pa.int64()), "int"
         else:  # pyarrow scales decimals as SQL does; an integer joins as DECIMAL(19, 0)
-            x, y, t = _as_decimal(a), _as_decimal(b), "decimal"
+            x, y, t = _as_decimal(a, v.left), _as_decimal(b, v.right), "decimal"
         fn = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}[v.op]
         return fn(x, y), t, {"int": pa.int64(), "float": pa.float64()}.get(t)
     if isinstance(v, R.Neg):
@@ -363,7 +363,7 @@ def _const(value, want=None):
     if isinstance(value, bool) or t == "str":
         plain = pa.bool_() if isinstance(value, bool) else pa.string() if isinstance(value, str) else None
         return pc.scalar(value if plain is None else arrays.scalar(value, plain)), R.const_type(value), None
-    if isinstance(value, int) and t == "int":
+    if isinstance(value, int) and t == "int" and -(1 << 63) <= value < (1 << 63):  # else a DECIMAL (HUGEINT)
         return pc.scalar(arrays.scalar(value, pa.int64())), t, pa.int64()
     if isinstance(value, (int, decimal.Decimal)):
         return pc.scalar(pa.scalar(decimal.Decimal(value))), "decimal", None
@@ -447,8 +447,8 @@ def _common(values, schema):
     return out, t, at
 
 
-def _as_decimal(x):
-    return x[0].cast(pa.decimal128(19, 0)) if x[1] == "int" else x[0]
+def _as_decimal(x, node=None):  # an integer as a DECIMAL (N.int_as_decimal)
+    return N.int_as_decimal(x[0], node) if x[1] == "int" else x[0]
 
 
 def _func(f, schema):

@@ -41,6 +41,17 @@ def to_decimal(e, kind, p, s, from_scale=None):
     return e.cast(t), t
 
 
+def int_as_decimal(e, node):
+    """Integer value `node` (a residual node; its Arrow expression `e`) joining DECIMAL arithmetic: a
+    literal as DECIMAL(its digits, 0) (DuckDB: DECIMAL(18, 4) * 2 is a DECIMAL(18, 4)), anything
+    else as a BIGINT's DECIMAL(19, 0). pyarrow's result precision adds the operands' (p1 + p2 + 1
+    for *), so 19 digits for a literal 2 put `dec * dec * 2` past 38 and refused it; and pyarrow
+    casts an int64 to no DECIMAL narrower than 19, so the literal is made one."""
+    if isinstance(node, R.Const) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return pc.scalar(pa.scalar(decimal.Decimal(node.value), pa.decimal128(max(1, len(str(abs(node.value)))), 0)))
+    return e.cast(pa.decimal128(19, 0))
+
+
 def case_type(scales):
     """The type CASE branches of DECIMAL scales `scales` meet at, or None when one is unknown."""
     return None if not scales or None in scales else pa.decimal128(38, max(scales))

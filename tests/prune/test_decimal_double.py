@@ -56,7 +56,11 @@ DECIMAL_FORMS = ["CASE WHEN a > 5 THEN dec ELSE 1.5 END > 3", "CASE WHEN a > 5 T
                  "CAST(dec AS DECIMAL(4,1)) > 1.2", "CAST(dec AS DECIMAL(9,0)) = 2", "CAST(-dec AS DECIMAL(9,1)) = -0.5",
                  "CAST(dec * 3 AS DECIMAL(12,1)) > 4.5",
                  # one value beside NULL keeps its type (DuckDB's): DECIMAL(38, s) times dec overflowed 38 digits
-                 "CASE WHEN a > 5 THEN dec END * dec > 2.5", "CASE WHEN a > 5 THEN NULL ELSE dec END * dec < 9.5"]
+                 "CASE WHEN a > 5 THEN dec END * dec > 2.5", "CASE WHEN a > 5 THEN NULL ELSE dec END * dec < 9.5",
+                 # an integer literal joins as DECIMAL(its digits, 0): DECIMAL(19, 0) put these past 38 digits
+                 "dec * dec * 2 < 9.5", "3 * (dec * dec) - 1 > 7.25", "dec * dec + 100 > 101.5",
+                 # an integer literal past BIGINT is a DECIMAL (DuckDB's HUGEINT); it was a bare OverflowError
+                 "dec * 12345678901234567890 > 1", "a - 99999999999999999999 < 0"]
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +73,13 @@ def residual_table(tmp_path_factory):
 def test_decimal_case_and_cast_select_duckdbs_rows(residual_table, clause):
     got, want = ids_both_ways(*residual_table, clause)
     assert got == want and want
+
+
+@pytest.mark.parametrize("clause", ["a * 12345678901234567890 > 0", "coalesce(a, 12345678901234567890) > 3"])
+def test_a_literal_past_bigint_arrow_cannot_fit_is_a_clear_error(residual_table, clause):
+    """DuckDB computes these in HUGEINT; pyarrow's DECIMAL arithmetic has no room for the result's
+    precision: an EvaluationError naming the partition (before: a bare OverflowError)."""
+    from qdbpm.errors import EvaluationError
+
+    with pytest.raises(EvaluationError, match="partition 'p0'"):
+        ids_both_ways(*residual_table, clause)
