@@ -326,7 +326,7 @@ def _value(v, schema, want=None):
             out, t = x, "float"
         elif a[1] == "int" and b[1] == "int":
             x, y, t = a[0].cast(pa.int64()), b[0].cast(pa.int64()), "int"
-        else:  # pyarrow scales decimals as SQL does; an integer joins as DECIMAL(19, 0)
+        else:  # pyarrow scales decimals as SQL does; an integer joins as a DECIMAL (N.int_as_decimal)
             x, y, t = _as_decimal(a, v.left), _as_decimal(b, v.right), "decimal"
         fn = {"+": pc.add_checked, "-": pc.subtract_checked, "*": pc.multiply_checked}[v.op]
         return fn(x, y), t, {"int": pa.int64(), "float": pa.float64()}.get(t)
