@@ -93,53 +93,57 @@ def _rows(table, e, compile, where):
 
 def _all(table, e, compile, where):
     """Rows where every conjunct of AND `e` is TRUE: the sure ones at once, then each that may
-    fail over the rows kept so far, one that fails tried again after the others."""
+    fail over the rows kept so far (`_in_turn`)."""
     sure, risky = stages(e)
-    rows = np.arange(table.num_rows) if sure is None else matching_rows(table, compile(sure, table.schema), where)
-    todo, sub = list(risky), table
-    while todo and len(rows):
-        left, failed = [], None
-        for k in todo:
-            if sub.num_rows != len(rows):  # rows only narrow: the same count is the same rows
-                sub = table.take(pa.array(rows))
-            try:
-                rows = rows[_rows(sub, k, compile, where)]
-            except EvaluationError as x:  # tried again over the rows the others keep
-                left.append(k)
-                failed = x
-            if not len(rows):
-                return rows
-        if len(left) == len(todo):
-            raise failed
-        todo = left
-    return rows
+    box = {"rows": np.arange(table.num_rows) if sure is None else
+           matching_rows(table, compile(sure, table.schema), where), "sub": table}
+
+    def step(k):
+        rows = box["rows"]
+        if box["sub"].num_rows != len(rows):  # rows only narrow: the same count is the same rows
+            box["sub"] = table.take(pa.array(rows))
+        box["rows"] = rows[_rows(box["sub"], k, compile, where)]
+
+    _in_turn(list(risky), step, lambda: len(box["rows"]))
+    return box["rows"]
 
 
 def _any(table, parts, compile, where):
     """Rows where one of `parts` is TRUE: the sure ones at once, then each that may fail over the
-    rows no part has made TRUE yet, one that fails tried again after the others."""
+    rows no part has made TRUE yet (`_in_turn`)."""
     hit = np.zeros(table.num_rows, bool)
     sure = [k for k in parts if not fallible(k)]
     if sure:
         hit[matching_rows(table, compile(sure[0] if len(sure) == 1 else E.Or(tuple(sure)), table.schema), where)] = True
-    todo = [k for k in parts if fallible(k)]
-    rest = np.flatnonzero(~hit)
-    while todo and len(rest):
+    box = {"rest": np.flatnonzero(~hit)}
+
+    def step(k):
+        rest = box["rest"]
+        sub = table if len(rest) == table.num_rows else table.take(pa.array(rest))
+        hit[rest[_rows(sub, k, compile, where)]] = True
+        box["rest"] = np.flatnonzero(~hit)
+
+    _in_turn([k for k in parts if fallible(k)], step, lambda: len(box["rest"]))
+    return np.flatnonzero(hit)
+
+
+def _in_turn(todo, step, open_rows):
+    """step(k) for each part of `todo` while open_rows() (the rows still to decide) is not 0; a
+    part that fails (EvaluationError) is tried again after the others, and its error is raised
+    once a round of tries decides nothing more."""
+    while todo and open_rows():
         left, failed = [], None
         for k in todo:
-            sub = table if len(rest) == table.num_rows else table.take(pa.array(rest))
             try:
-                hit[rest[_rows(sub, k, compile, where)]] = True
-            except EvaluationError as x:  # tried again over the rows the others leave
+                step(k)
+            except EvaluationError as x:
                 left.append(k)
                 failed = x
-            rest = np.flatnonzero(~hit)
-            if not len(rest):
-                break
-        if len(left) == len(todo) and len(rest):
+            if not open_rows():
+                return
+        if len(left) == len(todo):
             raise failed
         todo = left
-    return np.flatnonzero(hit)
 
 
 def _disjuncts(e):

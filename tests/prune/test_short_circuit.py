@@ -15,7 +15,7 @@ from qdbpm.prune import residual as R
 from qdbpm.prune.arrow import filter_table
 from qdbpm.prune.staged import guarded
 from qdbpm.table import scan as scan_mod
-from support.residual_cases import one_partition
+from support.residual_cases import duckdb_ids, one_partition
 
 BIG = 33  # the one row whose `big` (2^40) no narrow CAST takes
 
@@ -58,8 +58,7 @@ def table(tmp_path_factory):
 
 
 def _duckdb(path, clause):
-    con = duckdb.connect()
-    return sorted(r[0] for r in con.execute(f"select id from read_parquet('{path}') where {clause}").fetchall())
+    return duckdb_ids(f"read_parquet('{path}')", clause)
 
 
 @pytest.mark.parametrize("clause", ANSWERED)

@@ -220,16 +220,27 @@ def one_partition(root, table, **write_options):
     return str(root), path
 
 
+def duckdb_ids(src, clause):
+    """DuckDB's ids where `clause` holds over `src` (UTC), sorted; its error raised as it is."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    return sorted(r[0] for r in con.execute(f"select id from {src} where {clause}").fetchall())
+
+
 def ids_both_ways(root, src, clause):
     """(qdbpm's ids where `clause` holds over the table at `root`, DuckDB's over `src`), sorted."""
     import qdbpm
 
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
-    want = sorted(r[0] for r in con.execute(f"select id from {src} where {clause}").fetchall())
+    want = duckdb_ids(src, clause)
     with qdbpm.open_table(root) as t:
         got = sorted(t.scan(clause, columns=["id"]).to_table()["id"].to_pylist())
     return got, want
+
+
+def partition_ids(part, clause):
+    """ids_both_ways over `one_partition`'s (root, Parquet file)."""
+    root, path = part
+    return ids_both_ways(root, f"read_parquet('{path}')", clause)
 
 
 def row_group_layout(files):
