@@ -19,12 +19,6 @@ cdef enum:
 
 cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int64_t budget,
                  int64_t* at, int64_t* size) except -1
-cdef int take_bytes(Arena arena, const uint8_t* data, int64_t n, int64_t max_file, int64_t budget,
-                    int64_t* at, int64_t* size) except -2
-
-
-cdef enum:
-    FIRST_READ = 65536  # bytes read_at reads before asking a file's size (the walk's probe too)
 
 
 cdef class Checker:

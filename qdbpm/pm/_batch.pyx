@@ -37,6 +37,7 @@ cdef extern from "fcntl.h" nogil:
     int O_RDONLY, O_CLOEXEC, O_NONBLOCK, AT_FDCWD
 
 cdef enum:
+    FIRST_READ = 65536  # bytes read before asking a file's size
     SPARE_MAX = 128 << 20  # bytes kept for the next arena at most
     HEADER_SIZE = 32  # layout.HEADER_SIZE
     COLUMN_SIZE = 32  # layout.COLUMN_SIZE
@@ -117,26 +118,6 @@ cdef inline uint64_t le(const uint8_t* p, int width) noexcept nogil:
     return v
 
 
-cdef int64_t first_room(Arena arena, int64_t max_file, int64_t budget) noexcept:
-    """The bytes read_at asks of a file's first read: FIRST_READ, within max_file and the budget
-    left (below HEADER_SIZE: the file is STATUS_LARGE unread)."""
-    return min(<int64_t>FIRST_READ, max_file, budget - arena.used)
-
-
-cdef int take_read(Arena arena, int64_t got, int64_t* at, int64_t* size) noexcept:
-    """The status of a file read whole (`got` bytes at the arena's end, room reserved): where
-    its committed bytes lie when STATUS_OK, the arena then grown past them (8-aligned)."""
-    cdef int64_t committed
-    if got < HEADER_SIZE:
-        return STATUS_SOLO
-    committed = <int64_t>le(arena.data + arena.used, 8)
-    if committed < MIN_COMMITTED_SIZE or committed > got:
-        return STATUS_SOLO  # the one-file open raises the exact error (or sees a newer commit)
-    at[0], size[0] = arena.used, committed
-    arena.used = (arena.used + committed + 7) & ~(<Py_ssize_t>7)
-    return STATUS_OK
-
-
 cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int64_t budget,
                  int64_t* at, int64_t* size) except -1:
     """Read file `name` (relative to dirfd, or absolute) whole into the arena; its status, and
@@ -145,11 +126,11 @@ cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int
     first read fills its room)."""
     cdef int fd = c_openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK)  # a FIFO must not block
     cdef struct_stat st
-    cdef int64_t room, got = 0, r
+    cdef int64_t room = FIRST_READ, got = 0, r, committed
     if fd < 0:
         return STATUS_MISSING if errno == ENOENT or errno == ENOTDIR else STATUS_SOLO
     try:
-        room = first_room(arena, max_file, budget)  # a file that fills it is measured below
+        room = min(room, max_file, budget - arena.used)  # a file that fills it is measured below
         if room < HEADER_SIZE:
             return STATUS_LARGE
         arena.reserve(room + 8)
@@ -168,22 +149,16 @@ cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int
                 if r <= 0:
                     break
                 got += r
-        return take_read(arena, got, at, size)
+        if got < HEADER_SIZE:
+            return STATUS_SOLO
+        committed = <int64_t>le(arena.data + arena.used, 8)
+        if committed < MIN_COMMITTED_SIZE or committed > got:
+            return STATUS_SOLO  # the one-file open raises the exact error (or sees a newer commit)
+        at[0], size[0] = arena.used, committed
+        arena.used = (arena.used + committed + 7) & ~(<Py_ssize_t>7)
+        return STATUS_OK
     finally:
         close(fd)
-
-
-cdef int take_bytes(Arena arena, const uint8_t* data, int64_t n, int64_t max_file, int64_t budget,
-                    int64_t* at, int64_t* size) except -2:
-    """read_at's answer for a file already read whole (its `n` bytes at `data`, a read of
-    first_room's size or more having returned them), or -1 where read_at could answer
-    otherwise (the room is smaller now: the caller reads the file with read_at)."""
-    cdef int64_t room = first_room(arena, max_file, budget)
-    if room < HEADER_SIZE or n >= room:
-        return -1
-    arena.reserve(room + 8)
-    memcpy(arena.data + arena.used, data, n)
-    return take_read(arena, n, at, size)
 
 
 def read_files(list paths, int64_t max_file, int64_t budget):

@@ -11,13 +11,11 @@ skipped; hidden names (HIDDEN_PREFIXES) are never entered.
 """
 
 from libc.errno cimport ENOENT, ENOTDIR, errno
-from libc.stdint cimport int8_t, int64_t, uint8_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdint cimport int8_t, int64_t, uint64_t
 from libc.string cimport memcpy, strcmp
 from posix.stat cimport S_ISDIR, S_ISLNK, fstat, fstatat, struct_stat
-from posix.unistd cimport pread
 
-from qdbpm.pm._batch cimport Arena, Checker, FIRST_READ, read_at, take_bytes, STATUS_MISSING, STATUS_SOLO
+from qdbpm.pm._batch cimport Arena, Checker, read_at, STATUS_MISSING, STATUS_SOLO
 
 import os
 
@@ -27,13 +25,7 @@ from ..errors import PmError
 
 cdef extern from "fcntl.h" nogil:
     int c_openat "openat"(int dirfd, const char* path, int flags)
-    int O_RDONLY, O_CLOEXEC, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, AT_SYMLINK_NOFOLLOW, AT_FDCWD
-
-cdef extern from *:
-    """
-    static Py_ssize_t qdbpm_claim(Py_ssize_t* next) { return __atomic_fetch_add(next, 1, __ATOMIC_RELAXED); }
-    """
-    Py_ssize_t qdbpm_claim(Py_ssize_t* next) nogil
+    int O_RDONLY, O_CLOEXEC, O_DIRECTORY, O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, AT_FDCWD
 
 cdef extern from "dirent.h" nogil:
     ctypedef struct DIR
@@ -72,94 +64,6 @@ cdef bint broken_link(int fd, const char* rel) noexcept:
     return fstatat(fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 and S_ISLNK(st.st_mode) and fstatat(fd, rel, &st, 0) != 0
 
 
-cdef class _Probe:
-    """The first system calls of the partitions among one directory's subdirectories, made by
-    this thread and a helper at once with the GIL released: each subdirectory's leaf test
-    (`fstatat`) and, for a leaf, its `_pm` read whole (open, pread, close). They are most of a
-    one-shot walk (~4 calls a partition, 2-9 us each here) and independent of each other. The
-    walk then takes the answers in directory order and makes itself the calls of every entry
-    the probe left open (not a leaf, a failed open or read, a file of `room` bytes or more), so
-    a probe changes when the calls are made, never what the walk answers."""
-
-    cdef int fd
-    cdef uint64_t dev
-    cdef int64_t room
-    cdef Py_ssize_t n, next
-    cdef list keep  # the bytes objects `subs` and `pms` point into
-    cdef const char** subs  # the subdirectories' names
-    cdef const char** pms  # each name + "/" + the `_pm` name
-    cdef int8_t* leaf  # 1: a leaf directory (_Walk.visit's rule); 0: not one; -1: not probed
-    cdef int64_t* got  # its `_pm`'s bytes, read whole; -1: not read here
-    cdef uint8_t** data
-
-    def __dealloc__(self):
-        cdef Py_ssize_t i
-        if self.data != NULL:
-            for i in range(self.n):
-                free(self.data[i])
-        free(self.data)
-        free(self.got)
-        free(self.leaf)
-        free(self.subs)
-        free(self.pms)
-
-    def run(self):
-        """Probe entries until none is left, claiming one at a time: any number of threads may
-        run this at once (without memory for its read buffer it probes nothing)."""
-        cdef uint8_t* scratch = <uint8_t*>malloc(self.room)
-        cdef Py_ssize_t i
-        if scratch == NULL:
-            return
-        with nogil:
-            while True:
-                i = qdbpm_claim(&self.next)
-                if i >= self.n:
-                    break
-                self.probe(i, scratch)
-        free(scratch)
-
-    cdef void probe(self, Py_ssize_t i, uint8_t* scratch) noexcept nogil:
-        cdef struct_stat st
-        cdef int f
-        cdef Py_ssize_t r
-        if fstatat(self.fd, self.subs[i], &st, AT_SYMLINK_NOFOLLOW) != 0 or not S_ISDIR(st.st_mode) \
-                or st.st_dev != self.dev or st.st_nlink != 2:
-            self.leaf[i] = 0
-            return
-        self.leaf[i] = 1
-        f = c_openat(self.fd, self.pms[i], O_RDONLY | O_CLOEXEC | O_NONBLOCK)  # a FIFO must not block
-        if f < 0:
-            return
-        r = pread(f, scratch, self.room, 0)
-        close(f)
-        if r < 0 or r >= self.room:  # an error, or maybe more: read_at decides
-            return
-        self.data[i] = <uint8_t*>malloc(r if r else 1)
-        if self.data[i] != NULL:
-            memcpy(self.data[i], scratch, r)
-            self.got[i] = r
-
-
-cdef _Probe new_probe(int fd, uint64_t dev, list subdirs, bytes pm_name, int64_t room):
-    cdef _Probe p = _Probe.__new__(_Probe)
-    cdef Py_ssize_t i, n = len(subdirs)
-    p.fd, p.dev, p.room, p.n, p.next = fd, dev, room, n, 0
-    p.keep = list(subdirs) + [<bytes>s + b"/" + pm_name for s in subdirs]
-    p.subs = <const char**>malloc(n * sizeof(char*))
-    p.pms = <const char**>malloc(n * sizeof(char*))
-    p.leaf = <int8_t*>malloc(n * sizeof(int8_t))
-    p.got = <int64_t*>malloc(n * sizeof(int64_t))
-    p.data = <uint8_t**>calloc(n, sizeof(uint8_t*))
-    if p.subs == NULL or p.pms == NULL or p.leaf == NULL or p.got == NULL or p.data == NULL:
-        raise MemoryError("cannot allocate the walk's probe")
-    for i in range(n):
-        p.subs[i] = <const char*>(<bytes>p.keep[i])
-        p.pms[i] = <const char*>(<bytes>p.keep[n + i])
-        p.leaf[i] = -1
-        p.got[i] = -1
-    return p
-
-
 cdef class _Walk:
     cdef bint read, identities, hidden_dot, hidden_us, leaf_ok
     cdef uint64_t dev
@@ -168,8 +72,6 @@ cdef class _Walk:
     cdef Checker checker  # None, or each file read is checked at once (its bytes still in cache)
     cdef int64_t max_file, budget
     cdef list names, at, size, status, idents
-    cdef object helper  # None, or helper(fn) runs fn on another thread: a Task (pool.Task's settle)
-    cdef Py_ssize_t probe_min
     cdef char path[PATH_MAX_BYTES]  # the relative path of the directory being walked
 
     cdef int visit(self, int fd, Py_ssize_t plen, int depth) except -1:
@@ -177,9 +79,7 @@ cdef class _Walk:
         cdef DIR* d = fdopendir(fd)
         cdef dirent* e
         cdef struct_stat st
-        cdef bint is_dir, is_link, is_leaf, found = False
-        cdef _Probe probe
-        cdef Py_ssize_t j
+        cdef bint is_dir, is_link, found = False
         cdef const char* name
         cdef Py_ssize_t n
         cdef int sub, status
@@ -212,8 +112,7 @@ cdef class _Walk:
                 subdirs.append(<bytes>name)
             if found:
                 self.found(fd, self.pm_name, plen, False)
-            probe = self.probe(fd, subdirs)
-            for j, sub_name in enumerate(subdirs):
+            for sub_name in subdirs:
                 n = len(<bytes>sub_name)
                 if plen + n + 2 > PATH_MAX_BYTES:
                     raise PmError(f"partition path longer than {PATH_MAX_BYTES} bytes below the table root")
@@ -224,15 +123,10 @@ cdef class _Walk:
                     self.path[plen] = b"/"
                     k += 1
                 memcpy(&self.path[k], <const char*>(<bytes>sub_name), n)
-                if probe is not None and probe.leaf[j] >= 0:
-                    is_leaf = probe.leaf[j] == 1
-                else:
-                    is_leaf = self.leaf_ok and fstatat(fd, sub_name, &st, AT_SYMLINK_NOFOLLOW) == 0 \
-                        and S_ISDIR(st.st_mode) and st.st_dev == self.dev and st.st_nlink == 2
-                if is_leaf:
+                if self.leaf_ok and fstatat(fd, sub_name, &st, AT_SYMLINK_NOFOLLOW) == 0 and S_ISDIR(st.st_mode) \
+                        and st.st_dev == self.dev and st.st_nlink == 2:
                     # No subdirectory (GNU find's leaf rule): not listed; its `_pm` opened directly.
-                    if probe is None or probe.got[j] < 0 or not self.found_bytes(probe.data[j], probe.got[j], k + n):
-                        self.found(fd, <bytes>sub_name + b"/" + self.pm_name, k + n, True)
+                    self.found(fd, <bytes>sub_name + b"/" + self.pm_name, k + n, True)
                     continue
                 sub = c_openat(fd, <bytes>sub_name, O_RDONLY | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW)
                 if sub < 0:
@@ -248,6 +142,7 @@ cdef class _Walk:
         cdef struct_stat st
         cdef int64_t at = 0, size = 0
         cdef int status, err
+        cdef int8_t checked
         if self.identities or (unlisted and not self.read):
             if fstatat(fd, rel, &st, 0) != 0:
                 err = errno
@@ -270,58 +165,21 @@ cdef class _Walk:
                 if unlisted and not broken_link(fd, rel):
                     return 0
                 status = STATUS_SOLO  # the one-file open raises what is wrong
-            self.record(status, at, size)
+            if self.checker is not None:
+                checked = status
+                self.checker.check(at, size, None, &checked)
+                status = checked
+            self.at.append(at)
+            self.size.append(size)
+            self.status.append(status)
         if self.identities:
             self.idents.append((st.st_size, <object>st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, st.st_ino))
         self.names.append(PyUnicode_DecodeFSDefaultAndSize(self.path, plen))
         return 0
 
-    cdef int record(self, int status, int64_t at, int64_t size) except -1:
-        """A read `_pm`'s status and place, checked first when there is a Checker."""
-        cdef int8_t checked
-        if self.checker is not None:
-            checked = status
-            self.checker.check(at, size, None, &checked)
-            status = checked
-        self.at.append(at)
-        self.size.append(size)
-        self.status.append(status)
-        return 0
-
-    cdef int found_bytes(self, const uint8_t* data, int64_t n, Py_ssize_t plen) except -1:
-        """`found` of a leaf's `_pm` (path[:plen]) that a probe read whole (`n` bytes at `data`),
-        without identities: 1, or 0 where read_at could answer otherwise (`found` then reads it)."""
-        cdef int64_t at = 0, size = 0
-        cdef int status = take_bytes(self.arena, data, n, self.max_file, self.budget, &at, &size)
-        if status < 0:
-            return 0
-        self.record(status, at, size)
-        self.names.append(PyUnicode_DecodeFSDefaultAndSize(self.path, plen))
-        return 1
-
-    cdef _Probe probe(self, int fd, list subdirs):
-        """A finished _Probe of `subdirs` (below fd), run by this thread and the helper's, or None
-        where the walk makes the calls itself: no helper, few subdirectories, identities asked
-        (a probe reads no identity) or no leaf rule."""
-        cdef _Probe p
-        if self.helper is None or not self.read or self.identities or not self.leaf_ok \
-                or len(subdirs) < self.probe_min:
-            return None
-        p = new_probe(fd, self.dev, subdirs, self.pm_name, min(<int64_t>FIRST_READ, self.max_file))
-        try:
-            task = self.helper(p.run)
-        except RuntimeError:  # no thread to be had: this one probes alone
-            task = None
-        try:
-            p.run()
-        finally:
-            if task is not None:
-                task.settle()  # fd stays open, and p alive, until no thread probes any more
-        return p
-
 
 def walk(root, bytes pm_name, hidden, *, bint identities=False, bint read=False, int64_t max_file=0,
-         int64_t budget=0, bint leaf=True, crc=None, helper=None, Py_ssize_t probe_min=16):
+         int64_t budget=0, bint leaf=True, crc=None):
     """(names, idents, arena, at, size, status, checker) of the partitions below `root` (bytes): names as
     os.walk's relative paths ('/'-joined, unsorted); idents (size, mtime ns, inode) of each
     `_pm` when `identities`; with `read`, each `_pm`'s bytes read into `arena` as
@@ -329,10 +187,7 @@ def walk(root, bytes pm_name, hidden, *, bint identities=False, bint read=False,
     those four. `hidden`: the name prefixes never entered ('.' and/or '_'). leaf=False: list
     every directory (the leaf rule off, as on filesystems it does not hold on). crc: with `read`,
     check each file right after reading it (pm/_batch.Checker, CRC by `crc`; a file that fails
-    becomes STATUS_SOLO) and return the Checker last, else None there. helper: with `read` (no
-    identities), a directory of `probe_min` or more subdirectories has their first system calls
-    made by this thread and another at once (`_Probe`): helper(fn) starts fn on another thread
-    and returns what `settle()` waits for (pool.Task's interface); the answers are the same."""
+    becomes STATUS_SOLO) and return the Checker last, else None there."""
     cdef _Walk w = _Walk.__new__(_Walk)
     w.read, w.identities, w.pm_name = read, identities, pm_name
     w.hidden_dot, w.hidden_us = "." in hidden, "_" in hidden
@@ -341,7 +196,6 @@ def walk(root, bytes pm_name, hidden, *, bint identities=False, bint read=False,
     w.arena = Arena.__new__(Arena)
     w.checker = Checker(w.arena, True, crc) if read and crc is not None else None
     w.max_file, w.budget = max_file, budget
-    w.helper, w.probe_min = helper, max(1, probe_min)
     w.names, w.at, w.size, w.status, w.idents = [], [], [], [], []
     cdef int fd = c_openat(AT_FDCWD, <bytes>root, O_RDONLY | O_CLOEXEC | O_DIRECTORY)
     if fd < 0:

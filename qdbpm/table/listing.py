@@ -12,15 +12,11 @@ from ..errors import PmError
 from ..pm import layout as L
 from ..pm.batch import BUDGET, MAX_FILE, PmBatch
 from ..pm.crc import crc32_of
-from . import _walk, pool
+from . import _walk
 
 HIDDEN_PREFIXES = (".", "_")  # pyarrow.dataset's ignore_prefixes; also Spark's and Hive's rule
 NULL_FALLBACK = "__HIVE_DEFAULT_PARTITION__"  # pyarrow's (and Hive's) name for a null value
 KERNEL = True  # local listings by the walk kernel; False: by walk_reference (os.walk)
-# A one-shot open's walk makes its ~4 system calls per partition on this thread and one of the
-# decode pool's at once (_walk._Probe), where a directory holds PROBE_MIN subdirectories or more.
-PROBE = True
-PROBE_MIN = 16
 _PM = os.fsencode(L.PM_FILE_NAME)
 _HIDDEN = "".join(HIDDEN_PREFIXES)
 
@@ -99,24 +95,12 @@ def read_partitions(root, pm_paths):
     if not os.path.isdir(root):
         raise PmError(f"table root {root!r} is not a directory")
     names, _, arena, at, size, status, checker = _walk.walk(os.fsencode(root), _PM, _HIDDEN, read=True,
-                                                            max_file=MAX_FILE, budget=BUDGET, crc=crc32_of,
-                                                            helper=_helper(), probe_min=PROBE_MIN)
+                                                            max_file=MAX_FILE, budget=BUDGET, crc=crc32_of)
     order = sorted(range(len(names)), key=names.__getitem__)
     partitions = [names[i] for i in order]
     if order != list(range(len(order))):
         at, size, status = at[order], size[order], status[order]
     return partitions, PmBatch(pm_paths(partitions), (arena, at, size, status), checked=checker.finish(order))
-
-
-def _helper():
-    """What starts the walk's probe on a decode pool thread (_walk.walk's helper), or None: probes
-    off, one lane, or no thread to be had (the walk then makes every call itself)."""
-    if not PROBE or pool.LANES < 2:
-        return None
-    try:
-        return pool.executor().submit
-    except RuntimeError:  # the process cannot start a thread now: nothing is lost but the overlap
-        return None
 
 
 def walk_reference(root, identities) -> dict:

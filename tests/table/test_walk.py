@@ -10,7 +10,6 @@ and off, for names, identities, and reads.
 
 import os
 import random
-import threading
 
 import numpy as np
 import pytest
@@ -147,17 +146,12 @@ def _tables(root):
     return open_table(root), ref
 
 
-def _flat(root, names, pm_bytes):
-    """Partitions `names` directly under root, each with `pm_bytes` as its `_pm`."""
-    for name in names:
-        os.makedirs(os.path.join(root, name))
-        with open(os.path.join(root, name, "_pm"), "wb") as f:
-            f.write(pm_bytes)
-
-
 def test_a_corrupt_partition_raises_what_a_one_file_open_raises(tmp_path, pm_bytes):
     root = str(tmp_path)
-    _flat(root, [f"p{k}" for k in range(5)], pm_bytes)
+    for k in range(5):
+        os.makedirs(os.path.join(root, f"p{k}"))
+        with open(os.path.join(root, f"p{k}", "_pm"), "wb") as f:
+            f.write(pm_bytes)
     bad = bytearray(pm_bytes)
     bad[60] ^= 0x10
     with open(os.path.join(root, "p3", "_pm"), "wb") as f:
@@ -176,117 +170,3 @@ def test_a_corrupt_partition_raises_what_a_one_file_open_raises(tmp_path, pm_byt
             t.prune("true")
         errors.append(str(e.value))
     assert errors[0] == errors[1] and "shorter than" in errors[0]
-
-
-# --- the probe: a directory's first system calls made by two threads at once -----------------
-
-
-class _Thread:
-    """A helper as the walk takes one (pool.Task's settle): fn on a thread of its own."""
-
-    def __init__(self, fn):
-        self.thread = threading.Thread(target=fn)
-        self.thread.start()
-
-    def settle(self):
-        self.thread.join()
-
-
-class _Never:
-    """A helper that never starts: the walking thread probes every entry."""
-
-    def __init__(self, fn):
-        pass
-
-    def settle(self):
-        pass
-
-
-def _first(fn):
-    """A helper that probes every entry before the walking thread starts."""
-    fn()
-    return _Never(fn)
-
-
-def _refused(fn):
-    """A helper with no thread to give (threading's RuntimeError): the walking thread probes alone."""
-    raise RuntimeError("can't start new thread")
-
-
-HELPERS = [_Thread, _Never, _first, _refused]
-
-
-def _read_walk(root, helper, **kw):
-    """(names, each one's (status, bytes read or None)) of a reading walk, every probe on."""
-    kw = {"max_file": 1 << 20, "budget": 1 << 24, **kw}
-    names, _, arena, at, size, status, checker = _walk.walk(os.fsencode(root), PM, "._", read=True, helper=helper,
-                                                            probe_min=1, crc=listing.crc32_of, **kw)
-    buf = np.frombuffer(arena, np.uint8)
-    got = [(st, buf[a:a + s].tobytes() if st == _batch.OK else None)
-           for a, s, st in zip(at.tolist(), size.tolist(), status.tolist())]
-    return names, got, checker.finish()
-
-
-def _same(a, b):
-    assert a[0] == b[0] and a[1] == b[1]
-    for x, y in zip(a[2], b[2]):
-        np.testing.assert_array_equal(x, y)
-
-
-@pytest.mark.parametrize("seed", range(0, N_TREES, 3))
-def test_a_probed_walk_answers_as_the_walk_alone(tmp_path, pm_bytes, seed):
-    root = str(tmp_path / "t")
-    os.mkdir(root)
-    random_tree(root, random.Random(seed), pm_bytes)
-    want = _read_walk(root, None)
-    assert sorted(want[0]) == sorted(listing.walk_reference(root, False))
-    for helper in HELPERS:
-        _same(_read_walk(root, helper), want)
-
-
-def test_a_probe_leaves_large_files_budgets_and_odd_entries_to_the_walk(tmp_path, pm_bytes):
-    # 64 KiB or more (the probe's one read is short of them), a budget that runs out midway,
-    # an empty `_pm`, a `_pm` directory, a leaf without a `_pm`, a non-leaf partition, a FIFO
-    root = str(tmp_path)
-    big = pm_bytes + b"\0" * (1 << 16)  # committed bytes as pm_bytes says, then unpublished bytes
-    for k in range(24):
-        d = os.path.join(root, f"p{k:02d}")
-        os.mkdir(d)
-        pm = os.path.join(d, "_pm")
-        if k == 3:
-            os.mkdir(pm)
-        elif k == 4:
-            continue
-        elif k == 5:
-            open(pm, "wb").close()
-        elif k == 6:
-            os.mkfifo(pm)
-        else:
-            with open(pm, "wb") as f:
-                f.write(big if k % 4 == 0 else pm_bytes)
-        if k == 7:
-            os.mkdir(os.path.join(d, "inner"))
-            with open(os.path.join(d, "inner", "_pm"), "wb") as f:
-                f.write(pm_bytes)
-    n = len(pm_bytes)
-    for kw in ({}, {"budget": 8 * n}, {"budget": 8 * n + 100}, {"budget": (1 << 16) + 5 * n}, {"max_file": n},
-               {"max_file": 100}):
-        want = _read_walk(root, None, **kw)
-        assert len(want[0]) == 23  # p03's `_pm` is a directory and p04 has none; p07/inner is one more
-        for helper in HELPERS:
-            _same(_read_walk(root, helper, **kw), want)
-
-
-def test_read_partitions_probes_on_the_decode_pool_and_agrees(tmp_path, pm_bytes):
-    root = str(tmp_path)
-    _flat(root, [f"day={k}" for k in range(40)], pm_bytes)
-    paths = lambda ps: [os.path.join(root, p, "_pm") for p in ps]  # noqa: E731
-    got = []
-    for probe in (True, False):
-        listing.PROBE = probe
-        try:
-            parts, batch = listing.read_partitions(root, paths)
-        finally:
-            listing.PROBE = True
-        got.append((parts, [batch.data(i).tobytes() for i in range(len(parts))]))
-    assert got[0] == got[1] and len(got[0][0]) == 40
