@@ -48,7 +48,7 @@ def int_as_decimal(e, node):
     for *), so 19 digits for a literal 2 put `dec * dec * 2` past 38 and refused it; and pyarrow
     casts an int64 to no DECIMAL narrower than 19, so the literal is made one."""
     if isinstance(node, R.Const) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return pc.scalar(pa.scalar(decimal.Decimal(node.value), pa.decimal128(max(1, len(str(abs(node.value)))), 0)))
+        return pc.scalar(pa.scalar(decimal.Decimal(node.value), pa.decimal128(len(str(abs(node.value))), 0)))
     return e.cast(pa.decimal128(19, 0))
 
 

@@ -95,17 +95,17 @@ def _all(table, e, compile, where):
     """Rows where every conjunct of AND `e` is TRUE: the sure ones at once, then each that may
     fail over the rows kept so far (`_in_turn`)."""
     sure, risky = stages(e)
-    box = {"rows": np.arange(table.num_rows) if sure is None else
-           matching_rows(table, compile(sure, table.schema), where), "sub": table}
+    rows = np.arange(table.num_rows) if sure is None else matching_rows(table, compile(sure, table.schema), where)
+    sub = table
 
     def step(k):
-        rows = box["rows"]
-        if box["sub"].num_rows != len(rows):  # rows only narrow: the same count is the same rows
-            box["sub"] = table.take(pa.array(rows))
-        box["rows"] = rows[_rows(box["sub"], k, compile, where)]
+        nonlocal rows, sub
+        if sub.num_rows != len(rows):  # rows only narrow: the same count is the same rows
+            sub = table.take(pa.array(rows))
+        rows = rows[_rows(sub, k, compile, where)]
 
-    _in_turn(list(risky), step, lambda: len(box["rows"]))
-    return box["rows"]
+    _in_turn(list(risky), step, lambda: len(rows))
+    return rows
 
 
 def _any(table, parts, compile, where):
@@ -115,15 +115,15 @@ def _any(table, parts, compile, where):
     sure = [k for k in parts if not fallible(k)]
     if sure:
         hit[matching_rows(table, compile(sure[0] if len(sure) == 1 else E.Or(tuple(sure)), table.schema), where)] = True
-    box = {"rest": np.flatnonzero(~hit)}
+    rest = np.flatnonzero(~hit)
 
     def step(k):
-        rest = box["rest"]
+        nonlocal rest
         sub = table if len(rest) == table.num_rows else table.take(pa.array(rest))
         hit[rest[_rows(sub, k, compile, where)]] = True
-        box["rest"] = np.flatnonzero(~hit)
+        rest = np.flatnonzero(~hit)
 
-    _in_turn([k for k in parts if fallible(k)], step, lambda: len(box["rest"]))
+    _in_turn([k for k in parts if fallible(k)], step, lambda: len(rest))
     return np.flatnonzero(hit)
 
 
@@ -167,15 +167,7 @@ def guarded(x):
             out.append((cond, value))
         default = guarded(x.default)
         return R.Case(tuple(out), _reads(default, out, None) if fallible(default) else default)
-    if isinstance(x, R.Node):
-        return replace(x, **{f.name: guarded(getattr(x, f.name)) for f in fields(x) if f.compare})
-    if isinstance(x, (E.And, E.Or)):
-        return type(x)(tuple(guarded(c) for c in x.children))
-    if isinstance(x, E.Not):
-        return E.Not(guarded(x.child))
-    if isinstance(x, tuple):
-        return tuple(guarded(y) for y in x)
-    return x
+    return _map(x, guarded)
 
 
 def _reads(x, before, cond):
@@ -186,14 +178,19 @@ def _reads(x, before, cond):
         if cond is None:
             return R.Case(nulls, x)
         return R.Case(nulls + ((cond, x),), R.Const(None))
+    return _map(x, lambda y: _reads(y, before, cond))
+
+
+def _map(x, fn):
+    """`x` (a predicate or value node) with fn applied to each of its parts, rebuilt alike."""
     if isinstance(x, R.Node):
-        return replace(x, **{f.name: _reads(getattr(x, f.name), before, cond) for f in fields(x) if f.compare})
+        return replace(x, **{f.name: fn(getattr(x, f.name)) for f in fields(x) if f.compare})
     if isinstance(x, (E.And, E.Or)):
-        return type(x)(tuple(_reads(c, before, cond) for c in x.children))
+        return type(x)(tuple(fn(c) for c in x.children))
     if isinstance(x, E.Not):
-        return E.Not(_reads(x.child, before, cond))
+        return E.Not(fn(x.child))
     if isinstance(x, tuple):
-        return tuple(_reads(y, before, cond) for y in x)
+        return tuple(fn(y) for y in x)
     return x
 
 
