@@ -77,6 +77,8 @@ def test_timeline_orders_a_one_shots_phases_and_restores_what_it_patched(tmp_pat
     got = timeline(lambda: qdbpm.read_table(str(tmp_path), ["k", "v"], "v < 0.1"), n=3)
     assert (scan.Scan._units_for_read, scan.Scan._decode, pool.Task.run) == real
     assert 0 < got["plan"] <= got["first_decode"] <= got["last_decode"] <= got["total"]
-    assert got["first_pool_task"] is not None and got["plan"] <= got["first_pool_task"] <= got["total"]
-    assert 0 < got["pool_busy"] <= 1 and got["pool_waiting"] >= 0
+    # None where a run's pool ran no task: the calling thread takes back what the pool has not
+    # started (a Split stolen), which thread scheduling decides
+    assert got["first_pool_task"] is None or got["plan"] <= got["first_pool_task"] <= got["total"]
+    assert 0 <= got["pool_busy"] <= 1 and got["pool_waiting"] >= 0
     assert set(PHASES) <= set(got) and "one shot" in describe(got)
