@@ -17,7 +17,7 @@ sys.path.insert(0, sys.argv[1])
 from qdbpm.errors import ParquetFormatError, PmError
 from qdbpm.parquet import _pages, _snappy, _thrift
 from qdbpm.pm import _validate
-from support.rle_runs import random_runs
+from test_direct import random_runs
 
 PAGE = mmap.PAGESIZE
 ROOM = 64 * PAGE
@@ -50,18 +50,6 @@ def guarded_out(n):
     return out_whole[ROOM - n:]
 
 
-rows_area = mmap.mmap(-1, ROOM + PAGE)
-rows_base = ctypes.addressof(ctypes.c_char.from_buffer(rows_area))
-assert libc.mprotect(rows_base + ROOM, PAGE, 0) == 0
-rows_whole = np.frombuffer(rows_area, np.int64, count=ROOM // 8)
-
-
-def guarded_rows(n):
-    """n int64 values ending on the last byte before a guard page (apart from guarded_out's)."""
-    assert 0 <= n <= ROOM // 8
-    return rows_whole[ROOM // 8 - n:]
-
-
 def ones_out(n):
     out = guarded_out(n)
     out[:] = 1
@@ -80,10 +68,6 @@ def calls(buf, bw, count, rng):
     yield lambda: _pages.rle_all(buf, 0, len(buf), bw, count, (1 << bw) - 1)
     yield lambda: _pages.rle_lookup_and(buf, 0, len(buf), bw, count, np.ones(1 << min(bw, 12), np.uint8),
                                         ones_out(count), 1 << min(bw, 12))  # its 8-byte stores guarded too
-    # the keep mask read up to its last byte, the rows written up to their room's last value
-    yield lambda: _pages.rle_lookup_rows(buf, 0, len(buf), bw, count, np.ones(1 << min(bw, 12), np.uint8),
-                                         ones_out(count), 1 << min(bw, 12), 0,
-                                         guarded_rows(count + 8), 0)
     picks = np.sort(rng.choice(count, min(count, 40), replace=False)).astype(np.int64)
     yield lambda: _pages.rle_pick(buf, 0, len(buf), bw, count, picks, np.empty(len(picks), np.int32), 1 << 33)
     yield lambda: _pages.byte_array_index(buf, 0, len(buf), count, np.empty(count, np.int64),
@@ -176,7 +160,7 @@ def test_no_kernel_reads_past_its_buffer(tmp_path):
 
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(here)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(repo, "tests"), repo]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(repo, "tests", "table"), repo]))
     got = subprocess.run([sys.executable, "-c", CHILD, repo, str(tmp_path)], capture_output=True, text=True, env=env,
                          timeout=600)
     assert got.returncode == 0, f"child ended {got.returncode} (-11: a read past the buffer)\n{got.stderr[-2000:]}"

@@ -195,56 +195,15 @@ cdef extern from *:
        group whose 8 input bytes would pass `end`, or that holds a value >= limit, stops the walk
        unwritten: the caller takes the rest one value at a time and names such a value. Returns
        the values done (a multiple of 8). */
-    /* 8 answers `acc` (0 / 1 bytes) of the values from k on: ANDed into out[k:k+8] or, with
-       `rows`, where out is the keep mask (read only), the rows base + k + b whose keep byte and
-       answer share a bit appended at rows[*pj] (each of the 8 written, the next over it unless
-       kept: the caller leaves 8 values of room). */
-    static inline __attribute__((always_inline)) Py_ssize_t qdbpm_emit8(uint64_t word, int64_t at, int64_t* rows,
-                                                                       Py_ssize_t j) {
-        for (int b = 0; b < 8; b++) {
-            rows[j] = at + b;
-            j += ((word >> (8 * b)) & 0xFF) != 0;
-        }
-        return j;
-    }
-    static inline __attribute__((always_inline)) void qdbpm_apply8(uint8_t* out, Py_ssize_t k, uint64_t acc,
-                                                                  int64_t* rows, Py_ssize_t* pj, int64_t base) {
-        uint64_t word;
-        memcpy(&word, out + k, 8);
-        word &= acc;
-        if (rows == NULL)
-            memcpy(out + k, &word, 8);
-        else if (word)
-            *pj = qdbpm_emit8(word, base + k, rows, *pj);
-    }
-    /* rows base + i of keep[0:n] whose byte shares a bit with `bits` (an RLE run's answer)
-       appended at rows[j]; returns the new j */
-    static Py_ssize_t qdbpm_keep_span(const uint8_t* keep, Py_ssize_t n, uint8_t bits, int64_t base,
-                                      int64_t* rows, Py_ssize_t j) {
-        const uint64_t spread = (uint64_t)bits * 0x0101010101010101ULL;
-        Py_ssize_t i = 0;
-        uint64_t w;
-        for (; i + 8 <= n; i += 8) {
-            memcpy(&w, keep + i, 8);
-            w &= spread;
-            if (w)
-                j = qdbpm_emit8(w, base + i, rows, j);
-        }
-        for (; i < n; i++) {
-            rows[j] = base + i;
-            j += (keep[i] & bits) != 0;
-        }
-        return j;
-    }
     static inline __attribute__((always_inline)) Py_ssize_t qdbpm_lut_groups(
             const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, const int W,
-            const uint8_t* tab, uint64_t limit, uint8_t* out, int64_t* rows, Py_ssize_t* pj, int64_t base) {
+            const uint8_t* tab, uint64_t limit, uint8_t* out) {
         const uint64_t mask = (((uint64_t)1) << W) - 1;
         Py_ssize_t k = 0;
         for (; k + 8 <= take; k += 8) {
             Py_ssize_t at = pos + (k >> 3) * W;
             if (end - at < 8) break;
-            uint64_t w, acc = 0;
+            uint64_t w, acc = 0, word;
             uint64_t over = 0;
             memcpy(&w, p + at, 8);
             for (int j = 0; j < 8; j++) {
@@ -253,7 +212,9 @@ cdef extern from *:
                 acc |= ((uint64_t)tab[v]) << (8 * j);
             }
             if (over) break;
-            qdbpm_apply8(out, k, acc, rows, pj, base);
+            memcpy(&word, out + k, 8);
+            word &= acc;
+            memcpy(out + k, &word, 8);
         }
         return k;
     }
@@ -262,10 +223,9 @@ cdef extern from *:
     #define QDBPM_WIDTHS_1_6(F, ...) QDBPM_WIDTH(1, F(1, __VA_ARGS__)) QDBPM_WIDTH(2, F(2, __VA_ARGS__)) \
         QDBPM_WIDTH(3, F(3, __VA_ARGS__)) QDBPM_WIDTH(4, F(4, __VA_ARGS__)) QDBPM_WIDTH(5, F(5, __VA_ARGS__)) \
         QDBPM_WIDTH(6, F(6, __VA_ARGS__))
-    #define QDBPM_LUT_GROUPS(w, ...) qdbpm_lut_groups(p, pos, end, take, w, tab, limit, out, rows, pj, base)
+    #define QDBPM_LUT_GROUPS(w, ...) qdbpm_lut_groups(p, pos, end, take, w, tab, limit, out)
     static Py_ssize_t qdbpm_lut_packed(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take,
-                                       int width, const uint8_t* tab, uint64_t limit, uint8_t* out,
-                                       int64_t* rows, Py_ssize_t* pj, int64_t base) {
+                                       int width, const uint8_t* tab, uint64_t limit, uint8_t* out) {
         switch (width) {
             QDBPM_WIDTHS_1_6(QDBPM_LUT_GROUPS, 0) QDBPM_WIDTH(7, QDBPM_LUT_GROUPS(7)) QDBPM_WIDTH(8, QDBPM_LUT_GROUPS(8))
         }
@@ -282,13 +242,13 @@ cdef extern from *:
     }
     static inline __attribute__((always_inline)) Py_ssize_t qdbpm_pair_groups(
             const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, const int W,
-            const uint32_t* pairs, uint8_t* out, int64_t* rows, Py_ssize_t* pj, int64_t base) {
+            const uint32_t* pairs, uint8_t* out) {
         const uint64_t mask = (((uint64_t)1) << (2 * W)) - 1;
         Py_ssize_t k = 0;
         for (; k + 8 <= take; k += 8) {
             Py_ssize_t at = pos + (k >> 3) * W;
             if (end - at < 8) break;
-            uint64_t w, acc = 0;
+            uint64_t w, acc = 0, word;
             uint32_t over = 0;
             memcpy(&w, p + at, 8);
             for (int j = 0; j < 4; j++) {
@@ -297,27 +257,24 @@ cdef extern from *:
                 acc |= ((uint64_t)(e & 0xFFFF)) << (16 * j);
             }
             if (over >> 16) break;
-            qdbpm_apply8(out, k, acc, rows, pj, base);
+            memcpy(&word, out + k, 8);
+            word &= acc;
+            memcpy(out + k, &word, 8);
         }
         return k;
     }
-    #define QDBPM_PAIR_GROUPS(w, ...) qdbpm_pair_groups(p, pos, end, take, w, pairs, out, rows, pj, base)
+    #define QDBPM_PAIR_GROUPS(w, ...) qdbpm_pair_groups(p, pos, end, take, w, pairs, out)
     static Py_ssize_t qdbpm_lut_pairs(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take,
-                                      int width, const uint32_t* pairs, uint8_t* out,
-                                      int64_t* rows, Py_ssize_t* pj, int64_t base) {
+                                      int width, const uint32_t* pairs, uint8_t* out) {
         switch (width) { QDBPM_WIDTHS_1_6(QDBPM_PAIR_GROUPS, 0) }
         return 0;
     }
     """
     Py_ssize_t qdbpm_lut_packed(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, int width,
-                                const uint8_t* tab, uint64_t limit, uint8_t* out, int64_t* rows, Py_ssize_t* pj,
-                                int64_t base) noexcept nogil
+                                const uint8_t* tab, uint64_t limit, uint8_t* out) noexcept nogil
     void qdbpm_pair_table(int W, const uint8_t* tab, uint64_t limit, uint32_t* pairs) noexcept nogil
     Py_ssize_t qdbpm_lut_pairs(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t take, int width,
-                               const uint32_t* pairs, uint8_t* out, int64_t* rows, Py_ssize_t* pj,
-                               int64_t base) noexcept nogil
-    Py_ssize_t qdbpm_keep_span(const uint8_t* keep, Py_ssize_t n, uint8_t bits, int64_t base, int64_t* rows,
-                               Py_ssize_t j) noexcept nogil
+                               const uint32_t* pairs, uint8_t* out) noexcept nogil
 
 
 @cython.boundscheck(False)
@@ -354,35 +311,8 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
     entry is 0): `rle_hybrid` and a lookup in one pass, no index array. Every run is checked
     as `rle_hybrid` checks it, each value against `limit` (the dictionary's size, at most
     len(lut)). Returns the end of the last run read."""
-    cdef Py_ssize_t j = 0
-    if count > out.shape[0]:
-        raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
-    return _lookup(buf, pos, end, bit_width, count, lut, &out[0] if out.shape[0] else NULL, limit, NULL, &j, 0)
-
-
-def rle_lookup_rows(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
-                    const uint8_t[::1] lut, const uint8_t[::1] keep, int64_t limit, int64_t base,
-                    int64_t[::1] rows, Py_ssize_t j):
-    """The filter pass's last lookup and `mask_rows` in one pass: base + k appended at rows[j:]
-    for each of the `count` values v_k whose keep[k] & lut[v_k] is nonzero (0 / 1 answers, as
-    `rle_lookup_and` ANDs them), keep left as it is. Checked as `rle_lookup_and`; `rows` must
-    have room for count + 8 values from j (each group of 8 writes all 8 and keeps the kept
-    ones). Returns the new j."""
-    if count > keep.shape[0] or j < 0 or rows.shape[0] - j < count + 8:
-        raise ParquetFormatError("RLE/bit-packed lookup: bounds outside the page")  # never: the caller sized them
-    _lookup(buf, pos, end, bit_width, count, lut, <uint8_t*>&keep[0] if keep.shape[0] else NULL, limit,
-            &rows[0], &j, base)
-    return j
-
-
-cdef Py_ssize_t _lookup(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
-                        const uint8_t[::1] lut, uint8_t* out, int64_t limit, int64_t* rows, Py_ssize_t* pj,
-                        int64_t base) except -1:
-    """rle_lookup_and's walk over `count` values (out: room for them, checked by the caller):
-    with rows NULL the answers are ANDed into out, else out is the keep mask, read only, and the
-    rows kept are appended at rows[*pj] (rle_lookup_rows). Returns the end of the last run."""
     cdef Runs r
-    cdef Py_ssize_t k, at, j = pj[0]
+    cdef Py_ssize_t k, at
     cdef uint64_t v, bits
     cdef int code
     cdef uint8_t tab[256]  # lut, then 0 up to 255: a value's entry read before its check is known
@@ -390,7 +320,7 @@ cdef Py_ssize_t _lookup(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, 
     cdef bint paired = 1 <= bit_width <= 6 and count >= (<Py_ssize_t>2 << (2 * bit_width))
     if limit > lut.shape[0] or limit < 0:
         raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
-    start_runs(&r, buf, pos, end, bit_width, count, count)
+    start_runs(&r, buf, pos, end, bit_width, count, out.shape[0])
     memset(tab, 0, 256)
     if limit:
         memcpy(tab, &lut[0], limit if limit < 256 else 256)
@@ -402,23 +332,19 @@ cdef Py_ssize_t _lookup(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, 
             if code != RUN_OK:
                 run_error(&r, code, limit)
             if not r.packed:
-                if rows != NULL:
-                    if lut[r.value]:
-                        j = qdbpm_keep_span(out + r.n, r.take, lut[r.value], base + r.n, rows, j)
-                elif not lut[r.value]:
+                if not lut[r.value]:
                     for k in range(r.take):
                         out[r.n + k] = 0
                 r.n += r.take
                 continue
             k = 0
             if paired and r.bit_width == bit_width:
-                k = qdbpm_lut_pairs(r.p, r.pos, r.end, r.take, r.bit_width, pairs, out + r.n, rows, &j, base + r.n)
+                k = qdbpm_lut_pairs(r.p, r.pos, r.end, r.take, r.bit_width, pairs, &out[r.n])
             elif 1 <= r.bit_width <= 8:
                 # a group of 8 values is bit_width bytes: one load, the 8 answers gathered into
                 # one word, one read-modify-write of the 8 output bytes (qdbpm_lut_packed); a
                 # group holding a value >= limit is left to the loop below, which names it
-                k = qdbpm_lut_packed(r.p, r.pos, r.end, r.take, r.bit_width, tab, <uint64_t>limit, out + r.n, rows,
-                                     &j, base + r.n)
+                k = qdbpm_lut_packed(r.p, r.pos, r.end, r.take, r.bit_width, tab, <uint64_t>limit, &out[r.n])
             while k < r.take:
                 bits = <uint64_t>k * r.bit_width
                 at = r.pos + <Py_ssize_t>(bits >> 3)
@@ -428,14 +354,9 @@ cdef Py_ssize_t _lookup(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, 
                     v = (load_le(r.p + at, r.end - at) >> (bits & 7)) & r.mask
                 if v >= <uint64_t>limit:  # checked before the lookup: lut holds `limit` entries
                     value_error(&r, v, limit)
-                if rows != NULL:
-                    rows[j] = base + r.n + k
-                    j += (out[r.n + k] & lut[v]) != 0
-                else:
-                    out[r.n + k] &= lut[v]
+                out[r.n + k] &= lut[v]
                 k += 1
             end_packed(&r)
-    pj[0] = j
     return r.pos
 
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from ..errors import ParquetFormatError
 from .. import buffers
-from ..parquet import lookup, pages
+from ..parquet import pages
 from ..pm import layout as L
 from ..prune.rows import unscaled_field
 from . import _decimals, kinds as K, pool
@@ -208,7 +208,7 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
 
     `decide` (a `decider.Decider`): a column whose chunks are all dictionary pages is decided on its
     dictionaries (once per entry, a null once; entries decided before are looked up in its memo),
-    then each row looks its index up as it is decoded (`lookup.lookup_and`); any other column on
+    then each row looks its index up as it is decoded (`pages.lookup_and`); any other column on
     its rows' values. The columns evaluated are padded with nulls to one length; the rows kept
     are those every column keeps. The chunks are split (decompressed) as `decode` splits
     them, when `parallel`; `split()`, when given, returns them (`presplit`'s FILTER)."""
@@ -257,31 +257,23 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
             luts[f.name] = lut
     keep = buffers.empty(n, np.uint8)  # Arrow's pool: a block the last unit freed, in cache (np.ones: 4 -> 40 us)
     keep.fill(1)
-    # the columns decided per row first, per dictionary entry last: the last lookup names the
-    # rows kept as it looks them up (lookup.lookup_rows), no second pass over the mask
-    applied = sorted((x for x in zip(fields, splits) if x[0].name in luts), key=lambda x: x[0].name in index)
-    rows = j = None
-    for at, (f, sp) in enumerate(applied):
-        lut, entries = luts[f.name], index.get(f.name)
+    for f, sp in zip(fields, splits):
+        lut = luts.get(f.name)
+        if lut is None:
+            continue
+        entries = index.get(f.name)
         if entries is None:
             keep &= lut[:n]
             continue
         null, base = lut[-1], 0
-        if at == len(applied) - 1:
-            rows, j = buffers.empty(n + 8, np.int64), 0
         for i, x in enumerate(sp):
             seg = keep[starts[i]:starts[i + 1]]
-            if rows is None:
-                if x is None:  # an all-null chunk
-                    seg &= null
-                else:
-                    lookup.lookup_and(x, lut[base:base + entries[i]], null, seg)
-            elif x is None:
-                j = lookup.append_kept(seg, starts[i], rows, j) if null else j
+            if x is None:  # an all-null chunk
+                seg &= null
             else:
-                j = lookup.lookup_rows(x, lut[base:base + entries[i]], null, seg, starts[i], rows, j)
-            base += 0 if x is None else entries[i]
-    return (lookup.kept_rows(keep) if rows is None else rows[:j]), splits
+                pages.lookup_and(x, lut[base:base + entries[i]], null, seg)
+                base += entries[i]
+    return pages.kept_rows(keep), splits
 
 
 def _held_fields(fields, ks, unscaled):

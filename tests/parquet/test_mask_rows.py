@@ -1,11 +1,11 @@
-"""The keep-mask kernel (`_pages.mask_rows`, wrapped by `lookup.kept_rows`) against its reference,
+"""The keep-mask kernel (`_pages.mask_rows`, wrapped by `pages.kept_rows`) against its reference,
 np.flatnonzero: every length around a word's 8 bytes, every density, any nonzero byte value."""
 
 import numpy as np
 import pytest
 
 from qdbpm.errors import ParquetFormatError
-from qdbpm.parquet import _pages, lookup
+from qdbpm.parquet import _pages, pages
 
 SENTINEL = -7
 
@@ -26,14 +26,14 @@ def test_mask_rows_equals_flatnonzero_and_writes_nothing_past_its_room(seed):
     assert _pages.mask_rows(mask, room[:k + 8]) == k
     assert room[:k].tolist() == want.tolist()
     assert (room[k + 8:] == SENTINEL).all()
-    assert lookup.kept_rows(mask).tolist() == want.tolist()
-    assert lookup.kept_rows(mask).dtype == np.int64
+    assert pages.kept_rows(mask).tolist() == want.tolist()
+    assert pages.kept_rows(mask).dtype == np.int64
 
 
 @pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 64, 1000])
 def test_kept_rows_all_and_none(n):
-    assert lookup.kept_rows(np.zeros(n, np.uint8)).tolist() == []
-    assert lookup.kept_rows(np.ones(n, np.uint8)).tolist() == list(range(n))
+    assert pages.kept_rows(np.zeros(n, np.uint8)).tolist() == []
+    assert pages.kept_rows(np.ones(n, np.uint8)).tolist() == list(range(n))
 
 
 def test_mask_rows_refuses_an_output_too_small():

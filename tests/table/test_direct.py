@@ -25,7 +25,6 @@ from qdbpm.table import direct, pool, scan
 from qdbpm.table.kinds import kinds, taken_rows
 from qdbpm.table.ranges import plan
 from qdbpm.table.read import read_table
-from support.rle_runs import uleb, random_runs, rle_reference
 
 N = 3000
 WHERES = ["k < 700", "k IN (3, 999, 1000, 2999)", "i32 > 0 AND s = 'w07'", "f64 > 0.5 OR s IS NULL",
@@ -207,6 +206,60 @@ def test_other_shapes_go_to_pyarrow_and_read_the_same(tmp_path, case):
 # --- kernels against slow references ----------------------------------------------------------
 
 
+def rle_reference(buf, pos, end, bit_width, count):
+    """The RLE / bit-packed hybrid as the Parquet spec words it, one bit at a time."""
+    out = []
+    width = (bit_width + 7) // 8
+    while len(out) < count:
+        header, shift = 0, 0
+        while True:
+            b = int(buf[pos])
+            pos += 1
+            header |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        if header & 1:
+            n = (header >> 1) * 8
+            bits = int.from_bytes(bytes(buf[pos:pos + (header >> 1) * bit_width]), "little")
+            for i in range(n):
+                out.append((bits >> (i * bit_width)) & ((1 << bit_width) - 1))
+            pos += (header >> 1) * bit_width
+        else:
+            v = int.from_bytes(bytes(buf[pos:pos + width]), "little")
+            pos += width
+            out += [v] * (header >> 1)
+    return out[:count]
+
+
+def _uleb(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def random_runs(rng, bit_width, count):
+    buf = bytearray()
+    made = 0
+    while made < count:
+        if rng.random() < 0.5:
+            n = int(rng.integers(1, 300))
+            v = int(rng.integers(0, 1 << bit_width)) if bit_width else 0
+            buf += _uleb(n << 1) + v.to_bytes((bit_width + 7) // 8, "little")
+            made += n
+        else:
+            groups = int(rng.integers(1, 20))
+            vals = [int(rng.integers(0, 1 << bit_width)) if bit_width else 0 for _ in range(groups * 8)]
+            bits = sum(v << (i * bit_width) for i, v in enumerate(vals))
+            buf += _uleb(groups << 1 | 1) + bits.to_bytes(groups * bit_width, "little")
+            made += groups * 8
+    return np.frombuffer(bytes(buf), np.uint8), made
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_rle_hybrid_equals_the_reference(seed):
     rng = np.random.default_rng(seed)
@@ -266,12 +319,12 @@ def level_runs(rng, count, zero_chance):
     while made < count:
         if rng.random() < 0.5:
             n = int(rng.integers(1, 300))
-            buf += uleb(n << 1) + bytes([0 if rng.random() < zero_chance else 1])
+            buf += _uleb(n << 1) + bytes([0 if rng.random() < zero_chance else 1])
             made += n
         else:
             groups = int(rng.integers(1, 20))
             bits = [0 if rng.random() < zero_chance / 8 else 1 for _ in range(groups * 8)]
-            buf += uleb(groups << 1 | 1) + int("".join(map(str, reversed(bits))), 2).to_bytes(groups, "little")
+            buf += _uleb(groups << 1 | 1) + int("".join(map(str, reversed(bits))), 2).to_bytes(groups, "little")
             made += groups * 8
     return np.frombuffer(bytes(buf), np.uint8), made
 
@@ -305,13 +358,13 @@ def test_rle_pick_checks_each_value_read_against_the_limit():
     vals = [1] * 16
     vals[13] = 6
     bits = sum(v << (3 * i) for i, v in enumerate(vals))
-    packed = np.frombuffer(uleb(2 << 1 | 1) + bits.to_bytes(6, "little"), np.uint8)
+    packed = np.frombuffer(_uleb(2 << 1 | 1) + bits.to_bytes(6, "little"), np.uint8)
     out = np.empty(2, np.int32)
     _pages.rle_pick(packed, 0, len(packed), 3, 16, np.array([0, 12], np.int64), out, 5)  # 6 not read
     assert out.tolist() == [1, 1]
     with pytest.raises(ParquetFormatError, match="value 6 is not below 5"):
         _pages.rle_pick(packed, 0, len(packed), 3, 16, np.array([0, 13], np.int64), out, 5)
-    rle = np.frombuffer(uleb(10 << 1) + bytes([5]), np.uint8)
+    rle = np.frombuffer(_uleb(10 << 1) + bytes([5]), np.uint8)
     with pytest.raises(ParquetFormatError, match="not below 5"):  # an RLE run's value: checked as a run
         _pages.rle_pick(rle, 0, len(rle), 3, 10, np.array([2], np.int64), out, 5)
 
@@ -392,7 +445,7 @@ def test_rle_lookup_and_packed_groups_per_width(bw):
         limit = int(rng.integers(1, (1 << bw) + 1))
         vals = rng.integers(0, limit, n)
         bits = sum(int(v) << (bw * i) for i, v in enumerate(vals))
-        packed = np.frombuffer(uleb((n // 8) << 1 | 1) + bits.to_bytes(n * bw // 8, "little"), np.uint8)
+        packed = np.frombuffer(_uleb((n // 8) << 1 | 1) + bits.to_bytes(n * bw // 8, "little"), np.uint8)
         lut = rng.integers(0, 256, limit).astype(np.uint8)
         start = rng.integers(0, 256, n).astype(np.uint8)
         out = start.copy()
@@ -403,7 +456,7 @@ def test_rle_lookup_and_packed_groups_per_width(bw):
             bad = vals.copy()
             bad[at] = int(rng.integers(limit, 1 << bw))
             bits = sum(int(v) << (bw * i) for i, v in enumerate(bad))
-            packed = np.frombuffer(uleb((n // 8) << 1 | 1) + bits.to_bytes(n * bw // 8, "little"), np.uint8)
+            packed = np.frombuffer(_uleb((n // 8) << 1 | 1) + bits.to_bytes(n * bw // 8, "little"), np.uint8)
             with pytest.raises(ParquetFormatError, match=f"value {bad[at]} is not below {limit}"):
                 _pages.rle_lookup_and(packed, 0, len(packed), bw, n, lut, start.copy(), limit)
 
@@ -425,9 +478,9 @@ def test_rle_lookup_and_pairs_per_width(bw):
             body = b""
             for i, vals in enumerate(runs):
                 bits = sum(int(v) << (bw * j) for j, v in enumerate(vals))
-                body += uleb((len(vals) // 8) << 1 | 1) + bits.to_bytes(len(vals) * bw // 8, "little")
+                body += _uleb((len(vals) // 8) << 1 | 1) + bits.to_bytes(len(vals) * bw // 8, "little")
                 if i == 0:
-                    body += uleb(rle_count << 1) + rle_value.to_bytes((bw + 7) // 8, "little")
+                    body += _uleb(rle_count << 1) + rle_value.to_bytes((bw + 7) // 8, "little")
             return np.frombuffer(body, np.uint8)
 
         vals = np.concatenate([runs[0], np.full(rle_count, rle_value), *runs[1:]])
@@ -456,7 +509,7 @@ def test_rle_lookup_and_checks_every_value_and_its_bounds():
         vals = [1] * 64
         vals[at] = 6
         bits = sum(v << (3 * i) for i, v in enumerate(vals))
-        packed = np.frombuffer(uleb(8 << 1 | 1) + bits.to_bytes(24, "little"), np.uint8)
+        packed = np.frombuffer(_uleb(8 << 1 | 1) + bits.to_bytes(24, "little"), np.uint8)
         with pytest.raises(ParquetFormatError, match="value 6 is not below 5"):
             _pages.rle_lookup_and(packed, 0, len(packed), 3, 64, np.ones(8, np.uint8), np.ones(64, np.uint8), 5)
         out = np.ones(64, np.uint8)
@@ -466,11 +519,11 @@ def test_rle_lookup_and_checks_every_value_and_its_bounds():
     vals = [1] * 16
     vals[13] = 6
     bits = sum(v << (3 * i) for i, v in enumerate(vals))
-    packed = np.frombuffer(uleb(2 << 1 | 1) + bits.to_bytes(6, "little"), np.uint8)
+    packed = np.frombuffer(_uleb(2 << 1 | 1) + bits.to_bytes(6, "little"), np.uint8)
     lut = np.ones(8, np.uint8)
     with pytest.raises(ParquetFormatError, match="value 6 is not below 5"):
         _pages.rle_lookup_and(packed, 0, len(packed), 3, 16, lut, np.ones(16, np.uint8), 5)
-    rle = np.frombuffer(uleb(10 << 1) + bytes([5]), np.uint8)
+    rle = np.frombuffer(_uleb(10 << 1) + bytes([5]), np.uint8)
     with pytest.raises(ParquetFormatError, match="not below 5"):
         _pages.rle_lookup_and(rle, 0, len(rle), 3, 10, lut, np.ones(10, np.uint8), 5)
     with pytest.raises(ParquetFormatError, match="bounds outside"):  # a limit past the table
@@ -482,7 +535,7 @@ def test_rle_lookup_and_checks_every_value_and_its_bounds():
 
 
 def test_rle_hybrid_refuses_values_over_the_limit_and_bad_widths():
-    buf = np.frombuffer(uleb(10 << 1) + bytes([5]), np.uint8)
+    buf = np.frombuffer(_uleb(10 << 1) + bytes([5]), np.uint8)
     out = np.empty(10, np.int32)
     with pytest.raises(ParquetFormatError, match="not below 5"):
         _pages.rle_hybrid(buf, 0, len(buf), 3, 10, out, 5)
@@ -492,7 +545,7 @@ def test_rle_hybrid_refuses_values_over_the_limit_and_bad_widths():
         vals = [1] * 16
         vals[at] = 6
         bits = sum(v << (3 * i) for i, v in enumerate(vals))
-        packed = np.frombuffer(uleb(2 << 1 | 1) + bits.to_bytes(6, "little"), np.uint8)
+        packed = np.frombuffer(_uleb(2 << 1 | 1) + bits.to_bytes(6, "little"), np.uint8)
         with pytest.raises(ParquetFormatError, match="value 6 is not below 5"):
             _pages.rle_hybrid(packed, 0, len(packed), 3, 16, np.empty(16, np.int32), 5)
         _pages.rle_hybrid(packed, 0, len(packed), 3, 16, out16 := np.empty(16, np.int32), 7)
