@@ -34,6 +34,9 @@ PARALLEL_BYTES = 256 * 1024  # below this many compressed bytes a unit decodes i
 # time range ending inside a row group of sorted data. The pool's threads idle meanwhile: with
 # rows kept all over the unit, at most about this share / 2 of its time is lost.
 CHEAP_FILTER = 1 / 4
+# The predicate's columns of a unit whose other columns the pool splits ahead go to the pool too
+# from this many compressed bytes (`presplit`); smaller, this thread splits them itself.
+FILTER_AHEAD_BYTES = PARALLEL_BYTES
 FILTER = "filter"  # presplit's key of the predicate's columns (columns are numbers)
 
 
@@ -314,23 +317,27 @@ def _pool_share(sizes):
 def presplit(pm, rgs, first, later, blobs, all_null, lengths=None) -> dict:
     """The pool's share of a filtered unit's columns, decompressed on the pool from now, for that
     unit's decode_filtered (`ready`), which then gathers every column in its own thread:
-    {column: pool.Split} for the share of `later` (those not its predicate's), or, where the
-    pool gets none of them, under FILTER one Split of the predicate's columns `first` (in their
-    order; [] when the unit's filter pass does not split them itself, `distinct_rows`). A scan
-    starts the next units' before decoding the current one: the pool decompresses while this
-    thread filters and gathers (TPC-H Q6: the next months' price pages), and this thread,
-    waiting for the pool, splits a later unit's column the pool has not started. Where the pool
-    has a share, this thread splits the predicate's columns itself: it took most of those
-    Splits anyway (the pool still on the unit before), their pages are then in its own cache
-    for the filter, and the pool's queue holds only its share, one GIL hand-off fewer per unit
-    (Q6 A/B 1.025, 1.037; a pyarrow-written table 1.001). `blobs`: the unit's chunks, or a
+    {column: pool.Split} for the share of `later` (those not its predicate's), and under FILTER
+    one Split of the predicate's columns `first` (in their order; [] when the unit's filter pass
+    does not split them itself, `distinct_rows`) where they are FILTER_AHEAD_BYTES or more, or
+    the pool has no share. A scan starts the next units' before decoding the current one: the pool
+    decompresses while this thread filters and gathers (TPC-H Q6: the next months' price pages),
+    and this thread, waiting for the pool, splits a later unit's column the pool has not
+    started. Smaller predicate columns beside a share this thread splits itself: it took most of
+    those Splits anyway (the pool still on the unit before), their pages are then in its own
+    cache for the filter, and the pool's queue holds only its share, one GIL hand-off fewer per
+    unit (Q6 A/B 1.025, 1.037, 1.033; a pyarrow-written table 1.001, and 1.005 where its
+    predicate column is a large float column, which stays on the pool: 0.84 when it did not).
+    `blobs`: the unit's chunks, or a
     callable reading them (`pipeline.ahead_chunks`; `lengths`, their sizes): the tasks read
     them first."""
     all_null = set(all_null)
     sizes = _sizes(rgs, later, blobs, lengths)
     share = _pool_share(sizes)
     out = {}
-    if first and not share and LANES > 1 and sum(sizes) + sum(_sizes(rgs, first, blobs, lengths)) >= PARALLEL_BYTES:
+    own = sum(_sizes(rgs, first, blobs, lengths)) if first and LANES > 1 else 0  # the predicate's bytes
+    # on the pool where they are worth a lane, or where the pool would otherwise idle on this unit
+    if own >= FILTER_AHEAD_BYTES or (own and not share and sum(sizes) + own >= PARALLEL_BYTES):
         out[FILTER] = pool.Split(partial(_splits_all, pm, rgs, first, blobs, all_null))
     out.update({later[j]: pool.Split(partial(_splits_all, pm, rgs, [later[j]], blobs, all_null, True)) for j in share})
     return out

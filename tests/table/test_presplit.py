@@ -122,8 +122,19 @@ def test_units_split_ahead_read_what_pyarrow_reads(tmp_path, lanes, codec):
         assert same(got, want), (codec, where)
     assert lanes["ready"] >= lanes["units"] // 2  # most units were split ahead
     # the last query's units return the predicate's columns only: those are split ahead
-    # (ANDs of one-column terms); beside a share of other columns, never
+    # (ANDs of one-column terms); beside a share of other columns, only from FILTER_AHEAD_BYTES
     assert lanes["filter"] >= lanes["units"] // 10 and lanes["filter_beside_share"] == 0
+
+
+def test_large_predicate_columns_are_split_ahead_beside_a_share(tmp_path, lanes, monkeypatch):
+    """From FILTER_AHEAD_BYTES the predicate's columns go to the pool beside its share of the
+    others (a large float column filtered on): the same rows."""
+    monkeypatch.setattr(direct, "FILTER_AHEAD_BYTES", 0)
+    whole = _table(str(tmp_path / "t"))
+    for where, cols in [("price > 1200", ["k", "note"]), ("q < 24 AND s = 'b'", ["k", "price", "note"])]:
+        got = read_table(str(tmp_path / "t"), cols, where)
+        assert same(got, whole.filter(to_arrow(where_text(where), whole.schema)).select(cols)), where
+    assert lanes["filter_beside_share"] >= lanes["units"] // 2
 
 
 @pytest.mark.parametrize("seed", range(9))
