@@ -26,6 +26,8 @@ def read_into(bytes path, int64_t start, uint8_t[::1] out):
         raise ValueError("embedded null byte")  # as os.open: C would read the name up to it
     with nogil:
         fd = c_open(name, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        while fd < 0 and errno == EINTR:  # retried, as os.open retries (PEP 475)
+            fd = c_open(name, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         if fd < 0:
             err = errno
         else:

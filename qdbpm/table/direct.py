@@ -328,9 +328,8 @@ def presplit(pm, rgs, first, later, blobs, all_null, lengths=None) -> dict:
     cache for the filter, and the pool's queue holds only its share, one GIL hand-off fewer per
     unit (Q6 A/B 1.025, 1.037, 1.033; a pyarrow-written table 1.001, and 1.005 where its
     predicate column is a large float column, which stays on the pool: 0.84 when it did not).
-    `blobs`: the unit's chunks, or a
-    callable reading them (`pipeline.ahead_chunks`; `lengths`, their sizes): the tasks read
-    them first."""
+    `blobs`: the unit's chunks, or a callable reading them (`pipeline.ahead_chunks`; `lengths`,
+    their sizes): the tasks read them first."""
     all_null = set(all_null)
     sizes = _sizes(rgs, later, blobs, lengths)
     share = _pool_share(sizes)
