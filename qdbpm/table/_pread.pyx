@@ -10,6 +10,8 @@ from libc.stdint cimport int64_t, uint8_t
 from posix.fcntl cimport O_CLOEXEC, O_NONBLOCK, O_RDONLY, open as c_open
 from posix.unistd cimport close as c_close, pread as c_pread
 
+import os
+
 
 def read_into(bytes path, int64_t start, uint8_t[::1] out):
     """Read up to len(out) bytes of file `path` from byte `start` into `out`; how many were read
@@ -43,6 +45,5 @@ def read_into(bytes path, int64_t start, uint8_t[::1] out):
                 got += n
             c_close(fd)
     if err:
-        import os
         raise OSError(err, os.strerror(err), path.decode("utf-8", "surrogateescape"))
     return got
