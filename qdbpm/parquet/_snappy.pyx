@@ -33,24 +33,37 @@ cdef enum:
 
 def decoded_length(const uint8_t[::1] src):
     """(the decoded length the block's preamble says, the preamble's size in bytes)."""
-    cdef Py_ssize_t n = src.shape[0], i = 0
+    cdef Py_ssize_t start = 0
+    cdef int64_t v = block_length(&src[0] if src.shape[0] else NULL, src.shape[0], &start)
+    if v == -1:
+        raise ParquetFormatError("snappy block: its length preamble is cut short or over 32 bits")
+    if v < 0:
+        raise ParquetFormatError(f"snappy block: decoded length {-v - 2} over 32 bits")
+    return v, start
+
+
+cdef int64_t block_length(const uint8_t* src, Py_ssize_t n, Py_ssize_t* start) noexcept nogil:
+    """The decoded length a block's preamble says (its size in bytes into `start`); -1 when the
+    preamble is cut short or longer than 5 bytes, -2 - the value when it passes 32 bits."""
+    cdef Py_ssize_t i = 0
     cdef uint64_t v = 0, shift = 0
     while True:
         if i >= n or i >= 5:
-            raise ParquetFormatError("snappy block: its length preamble is cut short or over 32 bits")
+            return -1
         v |= (<uint64_t>(src[i] & 0x7F)) << shift
         shift += 7
         i += 1
         if not (src[i - 1] & 0x80):
             break
-    if v > 0xFFFFFFFF:
-        raise ParquetFormatError(f"snappy block: decoded length {v} over 32 bits")
-    return <int64_t>v, i
+    start[0] = i
+    if v >> 32:
+        return -2 - <int64_t>v
+    return <int64_t>v
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-cdef int _decode(const uint8_t* src, Py_ssize_t ip, Py_ssize_t n, uint8_t* dst, Py_ssize_t cap,
+cdef int decode_block(const uint8_t* src, Py_ssize_t ip, Py_ssize_t n, uint8_t* dst, Py_ssize_t cap,
                  Py_ssize_t want, Py_ssize_t op, Py_ssize_t* out_op, Py_ssize_t* out_ip) noexcept nogil:
     """Elements of src[ip:n] into dst[op:cap] (dst[:op] decoded before) until `want` bytes are
     out (or the input ends)."""
@@ -211,9 +224,9 @@ cdef class Block:
             return op
         if want - op >= NOGIL_BYTES:
             with nogil:
-                code = _decode(&self.src[0], ip, n, &self.dst[0], cap, want, op, &op, &ip)
+                code = decode_block(&self.src[0], ip, n, &self.dst[0], cap, want, op, &op, &ip)
         else:  # a small page: releasing the GIL would cost more than decoding it (another thread takes it)
-            code = _decode(&self.src[0], ip, n, &self.dst[0], cap, want, op, &op, &ip)
+            code = decode_block(&self.src[0], ip, n, &self.dst[0], cap, want, op, &op, &ip)
         self.op, self.ip = op, ip
         if code != SN_OK:
             what = {SN_TAG_SHORT: "an element's header is cut short",

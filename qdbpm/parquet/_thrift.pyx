@@ -177,6 +177,9 @@ STAT_BITS = {
 }
 
 # Parquet Encoding enum -> _pm ENCODINGS bit (footer.PARQUET_ENCODING_TO_BIT; RLE, BIT_PACKED: 0).
+cdef int V2_SLOT[7]  # data_page_header_v2 field id -> page_header's slot (1 and 7 are read apart)
+V2_SLOT[:] = [0, 0, 7, 8, 5, 9, 10]
+
 cdef uint8_t ENC_BIT[10]
 ENC_BIT[:] = [1, 0, 2, 0, 0, 4, 8, 16, 2, 32]
 ENCODING_BITS = tuple(ENC_BIT[i] for i in range(10))
@@ -312,6 +315,63 @@ cdef class _Parser:
         PyMem_RawFree(self.sort_idx)
         PyMem_RawFree(self.sort_flags)
         PyMem_RawFree(self.mism)
+
+    # --- a page header (pages.py's chunk walk, and `_split` without the GIL) ---------------------
+
+    cdef Py_ssize_t page_header_into(self, Py_ssize_t pos, int64_t* h) noexcept nogil:
+        """The PageHeader at `pos` into h[:12] (page_header's tuple); the position after it, or -1
+        with the error recorded."""
+        cdef int ft = 0, ft2 = 0
+        cdef int64_t fid = 0, fid2 = 0, v = 0
+        cdef bint flag = True
+        cdef Py_ssize_t i
+        for i in range(12):
+            h[i] = -1
+        h[11] = 1
+        while True:
+            pos = self.field(pos, &ft, &fid)
+            if pos < 0:
+                return -1
+            if ft == CT_STOP:
+                break
+            if 1 <= fid <= 3 and ft == CT_I32:
+                pos = self.read_int(pos, ft, 32, &v, b"PageHeader field")
+                if pos < 0:
+                    return -1
+                h[fid] = v
+            elif (fid == 5 or fid == 7 or fid == 8) and ft == CT_STRUCT:
+                fid2 = 0
+                while True:
+                    pos = self.field(pos, &ft2, &fid2)
+                    if pos < 0:
+                        return -1
+                    if ft2 == CT_STOP:
+                        break
+                    if fid == 8 and fid2 == 7 and (ft2 == CT_TRUE or ft2 == CT_FALSE):
+                        self.read_bool(pos, ft2, &flag, b"is_compressed")
+                        h[11] = 1 if flag else 0
+                    elif ft2 == CT_I32 and 1 <= fid2 <= 6 and not (fid == 7 and fid2 > 2):
+                        pos = self.read_int(pos, ft2, 32, &v, b"page header field")
+                        if pos < 0:
+                            return -1
+                        if fid2 == 1:
+                            h[4] = v          # num_values
+                        elif fid == 8:        # v2: num_nulls, num_rows, encoding, def / rep lengths
+                            h[V2_SLOT[fid2]] = v
+                        elif fid2 == 2:
+                            h[5] = v          # encoding
+                        elif fid == 5 and fid2 == 3:
+                            h[6] = v          # definition_level_encoding
+                    else:
+                        pos = self.skip(pos, ft2, 2, False)
+                        if pos < 0:
+                            return -1
+            else:
+                pos = self.skip(pos, ft, 1, False)
+                if pos < 0:
+                    return -1
+        h[0] = pos
+        return pos
 
     # --- errors (cold) ------------------------------------------------------------------------
 
@@ -1634,45 +1694,34 @@ def page_header(const uint8_t[::1] buf, Py_ssize_t pos=0):
     v1 definition level encoding stay -1 elsewhere. Unknown and mistyped fields are skipped (Thrift's
     rule); statistics are skipped too. ParquetFormatError on malformed bytes."""
     cdef _Parser p = _new_parser(buf, 0)
-    cdef int ft = 0, ft2 = 0
-    cdef int64_t fid = 0, fid2 = 0, v = 0
     cdef int64_t h[12]
-    cdef bint flag = True
     cdef Py_ssize_t i
     if pos < 0 or pos > p.end:
         raise ValueError("pos outside the buffer")
-    for i in range(12):
-        h[i] = -1
-    h[11] = 1
-    while True:
-        pos = p.check(p.field(pos, &ft, &fid))
-        if ft == CT_STOP:
-            break
-        if 1 <= fid <= 3 and ft == CT_I32:
-            pos = p.check(p.read_int(pos, ft, 32, &v, b"PageHeader field"))
-            h[fid] = v
-        elif (fid == 5 or fid == 7 or fid == 8) and ft == CT_STRUCT:
-            fid2 = 0
-            while True:
-                pos = p.check(p.field(pos, &ft2, &fid2))
-                if ft2 == CT_STOP:
-                    break
-                if fid == 8 and fid2 == 7 and (ft2 == CT_TRUE or ft2 == CT_FALSE):
-                    p.read_bool(pos, ft2, &flag, b"is_compressed")
-                    h[11] = 1 if flag else 0
-                elif ft2 == CT_I32 and 1 <= fid2 <= 6 and not (fid == 7 and fid2 > 2):
-                    pos = p.check(p.read_int(pos, ft2, 32, &v, b"page header field"))
-                    if fid2 == 1:
-                        h[4] = v          # num_values
-                    elif fid == 8:        # v2: num_nulls, num_rows, encoding, def / rep lengths
-                        h[(0, 0, 7, 8, 5, 9, 10)[fid2]] = v
-                    elif fid2 == 2:
-                        h[5] = v          # encoding
-                    elif fid == 5 and fid2 == 3:
-                        h[6] = v          # definition_level_encoding
-                else:
-                    pos = p.check(p.skip(pos, ft2, 2, False))
-        else:
-            pos = p.check(p.skip(pos, ft, 1, False))
-    h[0] = pos
+    p.check(p.page_header_into(pos, h))
     return tuple([h[i] for i in range(12)])
+
+
+cdef object page_parser():
+    """A parser for `read_page_header`: one per thread walking pages at a time (it holds the
+    buffer being read and its first error)."""
+    cdef _Parser p = _Parser()
+    p.out = {}
+    return p
+
+
+cdef Py_ssize_t read_page_header(void* parser, const uint8_t* buf, Py_ssize_t n, Py_ssize_t pos,
+                                 int64_t* h) noexcept nogil:
+    """`page_header` without the GIL, for kernels walking a chunk's pages (`_split`): h[:12] as
+    its tuple; the position after the header, or -1 when the bytes are malformed (the caller
+    falls back to `page_header`, which raises what is wrong). `parser`: a `page_parser()` kept
+    alive by the caller and used by one thread at a time."""
+    return _read_page_header(<_Parser>parser, buf, n, pos, h)
+
+
+cdef Py_ssize_t _read_page_header(_Parser p, const uint8_t* buf, Py_ssize_t n, Py_ssize_t pos,
+                                  int64_t* h) noexcept nogil:
+    p.p, p.end, p.ecode = buf, n, 0
+    if pos < 0 or pos > n:
+        return -1
+    return p.page_header_into(pos, h)
