@@ -3,9 +3,10 @@ guard page: each input ends on the last byte before a page mapped PROT_NONE, so 
 too far is a segfault instead of a silent read of the allocator's next bytes (which the value
 tests cannot see). Inputs: random RLE / bit-packed runs and byte-array runs for the page kernels
 (qdbpm/parquet/_pages.pyx); Snappy blocks whole, cut short and mutated, their output buffers
-guarded too (qdbpm/parquet/_snappy.pyx); a real Parquet footer, its page headers and its `_pm`, each cut short
-and mutated, for the Thrift parser (qdbpm/parquet/_thrift.pyx) and the `_pm` checks
-(qdbpm/pm/_validate.pyx). Run in a child process, so a fault fails this test, not the session."""
+guarded too (qdbpm/parquet/_snappy.pyx); a real Parquet footer, its page headers, its chunks and its
+`_pm`, each cut short and mutated, for the Thrift parser (qdbpm/parquet/_thrift.pyx), the chunk walk
+(qdbpm/parquet/_split.pyx) and the `_pm` checks (qdbpm/pm/_validate.pyx). Run in a child process,
+so a fault fails this test, not the session."""
 
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import ctypes, mmap, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 from qdbpm.errors import ParquetFormatError, PmError
-from qdbpm.parquet import _pages, _snappy, _thrift
+from qdbpm.parquet import _pages, _snappy, _split, _thrift
 from qdbpm.pm import _validate
 from test_direct import random_runs
 
@@ -147,6 +148,16 @@ for h in headers:
     for b in variants(h, 40):
         survives(lambda: _thrift.page_header(guarded(b), 0))
         runs += 1
+# whole chunks for the chunk walk (_split): headers and Snappy pages read, decoded bytes written
+for r in range(md.num_row_groups):
+    for c in range(4):
+        col = md.row_group(r).column(c)
+        start = col.dictionary_page_offset or col.data_page_offset
+        chunk = raw[start:start + col.total_compressed_size]
+        for b in variants(chunk, 20):
+            if len(b) <= ROOM:
+                survives(lambda: _split.split_table(guarded(b), col.num_values, 1))
+                runs += 1
 for b in variants(pm, 300):
     survives(lambda: _validate.check_open(guarded(b)))
     survives(lambda: _validate.check_open(guarded(b), len(raw)))

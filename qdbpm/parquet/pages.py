@@ -126,8 +126,7 @@ class _Page:
 
 
 def _buffer(codec, payload, size, lazy):
-    """(the payload decompressed, None) or, with `lazy` and Snappy, (its buffer, the Block that
-    fills it as asked)."""
+    """(the payload decompressed, None) or, with `lazy` and Snappy, (its buffer, the Block filling it as asked)."""
     if lazy and codec == L.CODEC_SNAPPY:
         buf = buffers.empty(size, np.uint8)
         return buf, _snappy.Block(payload, buf)
@@ -135,8 +134,7 @@ def _buffer(codec, payload, size, lazy):
 
 
 def _avail(pg, want):
-    """How many bytes of the page's buffer are decoded, made at least `want` (-1 / past its end:
-    all of them)."""
+    """How many bytes of the page's buffer are decoded, made at least `want` (-1 / past its end: all)."""
     if pg.lazy is None:
         return pg.end
     got = pg.lazy.fill(want)
@@ -171,21 +169,7 @@ def _data_page(h, body, codec, max_def, need=None):
     lazy = need is not None and need < n
     if ptype == PAGE_DATA:
         buf, pg.lazy = _buffer(codec, body, usize, lazy)
-        pos = 0
-        if max_def:
-            if def_enc != ENCODING_RLE:
-                raise Unsupported(f"definition levels encoded {def_enc}")
-            if len(buf) < 4 or pg.lazy is not None and pg.lazy.fill(4) < 4:
-                raise ParquetFormatError("data page ends inside its definition levels' length")
-            ln = int(np.frombuffer(buf[:4].tobytes(), "<u4")[0])
-            if ln > len(buf) - 4:
-                raise ParquetFormatError(f"definition levels of {ln} bytes in a page of {len(buf)}")
-            if pg.lazy is not None:
-                pg.lazy.fill(4 + ln)  # every row's level: the rows' value positions follow from them
-            pg.levels = _levels(buf, 4, 4 + ln, n)
-            pos = 4 + ln
-        pg.buf, pg.pos, pg.end = buf, pos, len(buf)
-        return pg
+        return _v1(pg, buf, max_def, def_enc)
     # v2: levels first, never compressed; then the values, compressed when is_compressed says so
     if def_len < 0 or rep_len < 0 or def_len + rep_len > len(body) or def_len + rep_len > usize:
         raise ParquetFormatError(f"data page v2 levels ({rep_len} + {def_len} bytes) overrun the page")
@@ -199,6 +183,49 @@ def _data_page(h, body, codec, max_def, need=None):
         raise ParquetFormatError("data page v2 size does not match its header")
     pg.buf, pg.pos, pg.end = buf, 0, len(buf)
     return pg
+
+
+def _v1(pg, buf, max_def, def_enc):
+    """Data page v1 `pg` over its decompressed bytes `buf`: its definition levels, then its values."""
+    pos = 0
+    if max_def:
+        if def_enc != ENCODING_RLE:
+            raise Unsupported(f"definition levels encoded {def_enc}")
+        if len(buf) < 4 or pg.lazy is not None and pg.lazy.fill(4) < 4:
+            raise ParquetFormatError("data page ends inside its definition levels' length")
+        ln = int(np.frombuffer(buf[:4].tobytes(), "<u4")[0])
+        if ln > len(buf) - 4:
+            raise ParquetFormatError(f"definition levels of {ln} bytes in a page of {len(buf)}")
+        if pg.lazy is not None:
+            pg.lazy.fill(4 + ln)  # every row's level: the rows' value positions follow from them
+        pg.levels = _levels(buf, 4, 4 + ln, pg.n)
+        pos = 4 + ln
+    pg.buf, pg.pos, pg.end = buf, pos, len(buf)
+    return pg
+
+
+def assemble(ptype, max_def, walked, blob, decoded):
+    """`split_chunk`'s Split of chunk `blob` (upto None) from the kernel's walk of it
+    (`_split.split_table`'s answer: `walked` page rows, `decoded` bytes), or None where this
+    path does not take it: split_chunk then decides, its errors included."""
+    if ptype not in SUPPORTED_TYPES or max_def > 1:
+        return None
+    buf, dec = np.frombuffer(blob, np.uint8), None if decoded is None else np.frombuffer(decoded, np.uint8)
+    dictionary, out = None, []
+    try:
+        for end, t, usize, csize, n, enc, def_enc, *_, at in walked:
+            data = buf[end:end + csize] if at < 0 else dec[at:at + usize]
+            if t == PAGE_DICTIONARY and enc not in (ENCODING_PLAIN, ENCODING_PLAIN_DICTIONARY):
+                return None
+            if t == PAGE_DICTIONARY:
+                dictionary = (data, n)
+                continue
+            pg = _Page()
+            pg.n, pg.encoding, pg.levels, pg.lazy = n, enc, None, None
+            out.append(_v1(pg, data, max_def, def_enc))
+    except (ParquetFormatError, Unsupported):
+        return None
+    return Split(ptype, dictionary, out)
 
 
 def _levels(buf, pos, end, n):
