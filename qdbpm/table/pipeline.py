@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 
+from . import offload
 from .pool import Done
 from .ranges import fetch_range
 
@@ -139,6 +140,18 @@ class Lazy:
         pass
 
 
+class Offloaded:
+    """A Fetcher of local ranges for the worker that never takes the GIL (`offload.Read`): each
+    read is queued as its unit is admitted and made there, off the consumer's thread and the
+    pool's; the consumer takes its chunks when it gets to the unit."""
+
+    def submit(self, fn, fs, path, r, size, note) -> offload.Read:
+        return offload.Read(fn, (fs, path, r, size, note), fs._strip_protocol(path))
+
+    def cancel(self):
+        pass
+
+
 def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=False, ahead=None, lazy=False):
     """Yield (unit, {(row_group, column): chunk bytes}) for each unit, in order.
 
@@ -149,10 +162,11 @@ def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=
     `inline`, every range is fetched in the consumer's thread as its unit is admitted).
     `ahead`, when given (a list), holds at each yield the next admitted units (up to AHEAD) as
     [(unit, [Future of its ranges' chunks])]: already charged, so its consumer may start on them.
-    `lazy`: no read is made at admission; each is made by the first thread that asks for it
-    (`Lazy`), with `inline`'s events."""
+    `lazy` (local ranges): each is read off this thread, by the worker that never takes the GIL
+    (`Offloaded`), or, offload off, by the first thread that asks for it (`Lazy`); with
+    `inline`'s events."""
     note = observer or (lambda event, n: None)
-    fetcher = Lazy() if lazy else Inline() if inline else Fetcher(workers)
+    fetcher = (Offloaded() if offload.ENABLED else Lazy()) if lazy else Inline() if inline else Fetcher(workers)
     todo = iter(units)
     nxt = next(todo, None)
     pending = deque()  # (unit, [Future]) admitted, not yet handed out
@@ -196,7 +210,7 @@ def ahead_chunks(futures, ranges):
     arrived; where none of its `Deferred` reads has been made, (a callable making them and
     returning the chunks, {(row_group, column): bytes of the chunk}); (None, None) while reads
     are in flight or one failed (the unit's consumer raises it)."""
-    if all(isinstance(f, Deferred) and not f.done() for f in futures):
+    if all(isinstance(f, (Deferred, offload.Read)) and not f.done() for f in futures):
         return partial(chunks_of, futures), {(rg, c): n for r in ranges for rg, c, _, n in r.chunks}
     if all(f.done() and f.exception() is None for f in futures):
         return chunks_of(futures), None

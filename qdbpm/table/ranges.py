@@ -297,5 +297,10 @@ def fetch_range(fs, path, r, size=None) -> dict:
     if len(blob) != r.length:
         raise StorageError(f"{path}: asked for bytes [{r.start}, {r.end}) and got {len(blob)}; the "
                            "object is shorter than its _pm snapshot says (truncated or replaced)")
+    return chunks_in(r, blob)
+
+
+def chunks_in(r, blob) -> dict:
+    """{(row_group, column): read-only view of the chunk} of Range r's bytes `blob`."""
     mv = memoryview(blob).toreadonly()
     return {(rg, c): mv[s - r.start : s - r.start + n] for rg, c, s, n in r.chunks}

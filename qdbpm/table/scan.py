@@ -27,7 +27,7 @@ from ..prune.rules import classify
 from ..prune.rows import unscaled_ok, without_proven
 from ..prune.staged import matching
 from ..prune.filters import as_predicate
-from . import decision, direct, pool
+from . import decision, direct, offload, pool
 from .decider import decider_for
 from .kinds import kinds
 from .native import skipped_metadata
@@ -42,7 +42,7 @@ MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's fetched + decoded bytes (also at m
 # Units whose columns `direct` takes are decoded by it (late materialisation when filtered);
 # False: every unit through pyarrow's reader (the reference the direct path is tested against).
 DIRECT = True
-LAZY_READS = True  # local units split ahead are read by the pool's thread (False: as admitted, here)
+LAZY_READS = True  # local units split ahead are read off this thread (offload), not as admitted here
 
 
 class _Part:
@@ -423,7 +423,7 @@ class Scan:
         p = self._by_name[unit.partition]
         if unit.full or p.residual is None:
             return None
-        # fetched ahead: once every range has arrived, or read by the work started on it
+        found = offload.sources(blobs, unit.plan.ranges)  # the worker's reads, or None
         blobs, lengths = (blobs, None) if isinstance(blobs, dict) else ahead_chunks(blobs, unit.plan.ranges)
         if blobs is None:
             return None
@@ -432,7 +432,7 @@ class Scan:
         later = [c for c in unit.columns if c not in p.pred_set]
         # the predicate's columns too, where the filter pass is distinct_rows' (it takes them split)
         first = [c for c in unit.columns if c in p.pred_set] if self._decider(p) is not None else []
-        return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null, lengths)
+        return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null, lengths, found)
 
     def _decode_direct(self, unit, blobs, p, fields, ks, filtered, ready=None, idle=None):
         """`_decode` without pyarrow's reader (`direct`), or None where a chunk turns out not to be

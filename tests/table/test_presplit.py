@@ -91,7 +91,11 @@ def _table(root, parts=6, seed=1, codec="snappy"):
 
 @pytest.fixture
 def lanes(monkeypatch):
-    """Two lanes and no size floor: every filtered unit of several is split ahead."""
+    """Two lanes and no size floor: every filtered unit of several is split ahead, on the pool
+    (the worker that never takes the GIL off: its own tests are tests/table/test_offload.py)."""
+    from qdbpm.table import offload
+
+    monkeypatch.setattr(offload, "ENABLED", False)
     monkeypatch.setattr(direct, "LANES", 2)
     monkeypatch.setattr(direct, "PARALLEL_BYTES", 0)
     seen = {"ready": 0, "units": 0, "filter": 0, "filter_beside_share": 0}
@@ -238,21 +242,29 @@ def test_a_deferred_read_is_made_once_for_every_thread_that_asks():
     assert made.count(0) == 1
 
 
-@pytest.mark.parametrize("lazy", [True, False])
-def test_units_split_ahead_are_read_once_by_the_work_started_on_them(tmp_path, lanes, monkeypatch, lazy):
-    """Local units split ahead are not read at admission (scan.LAZY_READS): each range is read
-    once, by the first thread that needs it, the pool's splitting it ahead or this one; the rows
-    are pyarrow's. False: every range is read here as its unit is admitted."""
+@pytest.mark.parametrize("mode", ["deferred", "offload", "admission"])
+def test_units_split_ahead_are_read_once_by_the_work_started_on_them(tmp_path, lanes, monkeypatch, mode):
+    """Local units split ahead are not read here at admission (scan.LAZY_READS): each range is
+    read once, by the worker that never takes the GIL (offload), or, offload off, by the first
+    thread that needs it, the pool's splitting it ahead or this one; the rows are pyarrow's.
+    LAZY_READS False: every range is read here as its unit is admitted."""
+    from qdbpm.table import offload
+
+    lazy = mode != "admission"
     monkeypatch.setattr(scan, "LAZY_READS", lazy)
+    monkeypatch.setattr(offload, "ENABLED", mode == "offload")
     root = str(tmp_path / "t")
     whole = _table(root)
     where, cols = "q < 24 AND s = 'b'", ["k", "price", "note"]
     events, readers = [], []
     real = scan.Scan._stream
 
-    def observed(self, units, inline=False, ahead=None):
+    units = []
+
+    def observed(self, units_, inline=False, ahead=None):
         self.observer = lambda event, n: events.append(event)
-        return real(self, units, inline, ahead)
+        units.extend(units_)
+        return real(self, units_, inline, ahead)
 
     from qdbpm.table import pipeline
     real_fetch = pipeline._fetch
@@ -266,8 +278,12 @@ def test_units_split_ahead_are_read_once_by_the_work_started_on_them(tmp_path, l
     got = read_table(root, cols, where)
     assert same(got, whole.filter(to_arrow(where_text(where), whole.schema)).select(cols))
     admits = events.count("admit")
-    assert admits >= 4 and lanes["ready"] >= admits // 2 and lanes["filter_beside_share"] == 0
-    assert len({(p, s) for p, s, _ in readers}) == len(readers) == events.count("fetched")  # once each
+    # on the worker, the predicate's columns are split ahead beside the others (it costs no thread)
+    assert admits >= 4 and lanes["ready"] >= admits // 2 and (lanes["filter_beside_share"] == 0) == (mode != "offload")
+    if mode == "offload":  # the worker read every range, none was read again in Python
+        assert readers == [] and events.count("fetched") == sum(len(u.plan.ranges) for u in units)
+    else:
+        assert len({(p, s) for p, s, _ in readers}) == len(readers) == events.count("fetched")  # once each
     first_read = events.index("fetched")
     if lazy:  # every unit admitted (they fit the budget) before any is read
         assert events[:first_read].count("admit") == admits
@@ -299,7 +315,7 @@ def test_to_table_works_out_the_schema_once_the_first_units_are_started(tmp_path
 def test_a_stream_closed_early_drops_the_splits_the_pool_has_not_started(tmp_path, lanes, monkeypatch):
     """A reader dropped after its first batch: the later units' Splits still queued (the pool
     held busy) are dropped, not left to decompress pages nobody will read; none runs once the
-    pool is free."""
+    pool is free. (The worker's jobs: tests/table/test_offload.py.)"""
     root = str(tmp_path / "t")
     _table(root)
     made = []

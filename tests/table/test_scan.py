@@ -21,7 +21,7 @@ import pytest
 import qdbpm
 from qdbpm.sync.generate import generate
 from qdbpm.table.decode import decoded_bytes
-from qdbpm.table import pipeline
+from qdbpm.table import offload, pipeline
 from qdbpm.table.pipeline import THREAD_NAME
 from qdbpm.table.ranges import plan
 
@@ -274,6 +274,7 @@ def test_an_inline_fetch_hands_its_bytes_or_its_error_to_the_unit_that_takes_it(
         return real(fs, path, r, size, note)
 
     monkeypatch.setattr(pipeline, "_fetch", failing)
+    monkeypatch.setattr(offload, "ENABLED", False)  # reads the worker makes: tests/table/test_offload.py
     with qdbpm.open_table(root) as table:
         with pytest.raises(qdbpm.StorageError, match="the third range"):
             table.scan("px > 100.5").to_table()

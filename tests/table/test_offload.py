@@ -1,0 +1,243 @@
+"""Local reads and chunk splits made ahead by the worker that never takes the GIL
+(qdbpm/table/offload.py over _offload.pyx): its reads equal the file's bytes; what it cannot read
+is read again in Python and fails as a Python read fails; scans read what pyarrow reads with it on
+and off, split ahead on the worker; corrupt chunks end a read as without it; with no worker
+running, the thread that needs a job runs it; a reader dropped early, and a forked child, are
+served as well."""
+
+import multiprocessing
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from qdbpm.errors import PmError, StorageError
+from qdbpm.prune.arrow import to_arrow
+from qdbpm.prune.filters import where_text
+from qdbpm.table import _offload, direct, offload, pipeline, scan
+from qdbpm.table.ranges import Range, fetch_range
+from qdbpm.table.read import read_table
+
+from test_direct import same  # noqa: E402
+from test_presplit import _table  # noqa: E402
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_worker_reads_equal_the_file_bytes(tmp_path, seed):
+    rng = np.random.default_rng(7100 + seed)
+    data = rng.integers(0, 256, int(rng.integers(1, 400_000))).astype(np.uint8).tobytes()
+    path = tmp_path / "data.parquet"
+    path.write_bytes(data)
+    jobs = []
+    for _ in range(20):
+        start = int(rng.integers(0, len(data) + 10))
+        buf = np.full(int(rng.integers(0, 100_000)), 0xEE, np.uint8)
+        jobs.append((start, buf, _offload.read(os.fsencode(path), start, buf)))
+    for start, buf, job in jobs:
+        code = job.wait()
+        whole = start + len(buf) <= len(data)
+        assert code == (0 if whole else 1)  # a read short of its range is not the worker's answer
+        assert job.got == min(len(buf), max(0, len(data) - start))
+        assert bytes(buf[:job.got]) == data[start:start + job.got] and (buf[job.got:] == 0xEE).all()
+    with pytest.raises(ValueError):
+        _offload.read(b"a\0b", 0, np.empty(4, np.uint8))
+
+
+def _range(path, start, n):
+    return Range(start, n, [(0, 0, start, n)])
+
+
+def test_what_the_worker_cannot_read_is_read_again_and_fails_as_a_python_read(tmp_path):
+    import fsspec
+
+    fs = fsspec.filesystem("file")
+    path = tmp_path / "data.parquet"
+    path.write_bytes(bytes(range(256)) * 40)
+    events = []
+    note = lambda event, n: events.append((event, n))  # noqa: E731
+    ok = offload.Read(pipeline._fetch, (fs, str(path), _range(path, 100, 500), None, note), str(path))
+    assert bytes(ok.result()[(0, 0)]) == bytes(fetch_range(fs, str(path), _range(path, 100, 500))[(0, 0)])
+    assert events == [("fetched", 500)] and ok.done()
+    for where, r in [(path, _range(path, 10_000, 500)), (tmp_path / "missing", _range(path, 0, 10))]:
+        with pytest.raises(StorageError) as want:
+            fetch_range(fs, str(where), r)
+        bad = offload.Read(pipeline._fetch, (fs, str(where), r, None, note), str(where))
+        with pytest.raises(StorageError) as got:
+            bad.result()
+        assert type(got.value) is type(want.value) and str(got.value) == str(want.value)
+        assert isinstance(bad.exception(), StorageError)
+
+
+@pytest.fixture
+def lanes(monkeypatch):
+    """Two lanes and no size floor: every filtered unit of several is split ahead; counts the
+    columns split on the worker."""
+    monkeypatch.setattr(direct, "LANES", 2)
+    monkeypatch.setattr(direct, "PARALLEL_BYTES", 0)
+    seen = {"worker": 0}
+    real = offload.split
+
+    def counted(*a, **k):
+        got = real(*a, **k)
+        seen["worker"] += got is not None
+        return got
+
+    monkeypatch.setattr(offload, "split", counted)
+    return seen
+
+
+QUERIES = [("q < 24 AND s = 'b'", ["k", "price", "note"]), ("q BETWEEN 5 AND 7", ["k", "q", "price", "s", "note"]),
+           ("s IS NULL AND price > 1200", ["note", "q"])]
+
+
+@pytest.mark.parametrize("codec", ["snappy", "none", "zstd"])
+def test_scans_read_what_pyarrow_reads_with_the_worker_on_and_off(tmp_path, lanes, monkeypatch, codec):
+    whole = _table(str(tmp_path / "t"), codec=codec)
+    for enabled in (True, False):
+        monkeypatch.setattr(offload, "ENABLED", enabled)
+        for where, cols in QUERIES:
+            want = whole.filter(to_arrow(where_text(where), whole.schema)).select(cols)
+            assert same(read_table(str(tmp_path / "t"), cols, where), want), (codec, enabled, where)
+    # Snappy and plain chunks are split on the worker; ZSTD ones are its to read, the pool's to split
+    assert (lanes["worker"] > 0) == (codec != "zstd")
+
+
+@pytest.mark.parametrize("seed", range(9))
+def test_a_corrupt_chunk_split_on_the_worker_ends_the_read_as_without_it(tmp_path, lanes, monkeypatch, seed):
+    """A later partition's chunk mutated (the column split on the worker, or the predicate's):
+    the same rows or an error, whatever pyarrow's reader does with it."""
+    rng = np.random.default_rng(8200 + seed)
+    root = str(tmp_path / "t")
+    _table(root, parts=4, seed=seed, codec=["snappy", "none"][seed % 2])
+    import pyarrow.parquet as pq
+
+    path = os.path.join(root, f"p={1 + seed % 3}", "data.parquet")
+    md = pq.ParquetFile(path).metadata
+    raw = bytearray(pathlib.Path(path).read_bytes())
+    c = md.row_group(int(rng.integers(0, md.num_row_groups))).column([2, 4, 1][seed % 3])
+    start = c.dictionary_page_offset or c.data_page_offset
+    for _ in range(3):
+        raw[int(rng.integers(start, start + c.total_compressed_size))] = int(rng.integers(0, 256))
+    pathlib.Path(path).write_bytes(bytes(raw))
+
+    def outcome():
+        try:
+            return read_table(root, ["k", "price", "note"], "q < 30")
+        except PmError as e:
+            return type(e)
+
+    got = outcome()
+    monkeypatch.setattr(scan, "DIRECT", False)  # pyarrow's reader decides
+    want = outcome()
+    if isinstance(want, type):
+        assert isinstance(got, type), seed
+    else:
+        assert isinstance(got, pa.Table) and same(got, want), seed
+    assert lanes["worker"]
+
+
+CHILD = r'''
+import sys
+sys.path.insert(0, sys.argv[1])
+from qdbpm.table import direct, offload
+from qdbpm.table.read import read_table
+import pyarrow.dataset as ds
+from qdbpm.prune.arrow import to_arrow
+from qdbpm.prune.filters import where_text
+offload._running = True  # no worker ever starts: every job is run by the thread that needs it
+direct.LANES, direct.PARALLEL_BYTES = 2, 0
+split = offload.split
+made = []
+offload.split = lambda *a: made.append(split(*a)) or made[-1]
+where, cols = "q < 24 AND s = 'b'", ["k", "price", "note"]
+got = read_table(sys.argv[2], cols, where)
+d = ds.dataset(sys.argv[2], partitioning="hive")
+want = d.to_table(columns=cols, filter=to_arrow(where_text(where), d.schema))
+assert got.sort_by("k").equals(want.sort_by("k")), "rows differ"
+assert any(s is not None for s in made)
+# a stream closed early drops the jobs nobody started (no worker here: all of the later units')
+from qdbpm.table.table import open_table
+made.clear()
+batches = open_table(sys.argv[2]).scan(where, ["k", "note"], batch_rows=100)._batches()
+assert next(batches).num_rows
+queued = [p[3] for s in made if s is not None for p in s.parts if p is not None and not p[3].done()]
+assert queued, "later units' splits queued"
+batches.close()
+assert not any(j.steal() or j.done() for j in queued), "a dropped job ran"
+print("ok", len(made))
+'''
+
+
+def test_with_no_worker_running_the_thread_that_needs_a_job_runs_it_and_a_closed_stream_drops_the_rest(tmp_path):
+    _table(str(tmp_path / "t"), parts=5)
+    tests = str(pathlib.Path(__file__).parent)
+    out = subprocess.run([sys.executable, "-c", CHILD, str(pathlib.Path(offload.__file__).parents[2]),
+                          str(tmp_path / "t")], capture_output=True, text=True, timeout=300, cwd=tests)
+    assert out.returncode == 0 and out.stdout.startswith("ok"), out.stderr
+
+
+def test_a_reader_dropped_early_leaves_nothing_behind(tmp_path, lanes):
+    import gc
+
+    whole = _table(str(tmp_path / "t"), parts=8)
+    from qdbpm.table.table import open_table
+
+    for _ in range(5):
+        with open_table(str(tmp_path / "t")) as t:
+            reader = t.scan("q < 30", ["k", "price"]).to_reader()
+            first = reader.read_next_batch()
+            assert first.num_rows > 0
+            del reader
+            gc.collect()
+    where, cols = "q < 30", ["k", "price"]
+    assert same(read_table(str(tmp_path / "t"), cols, where), whole.filter(to_arrow(where_text(where), whole.schema)).select(cols))
+
+
+def _child_read(root, q):
+    where, cols = "q < 24 AND s = 'b'", ["k", "price", "note"]
+    q.put(read_table(root, cols, where).num_rows)
+
+
+def test_a_forked_child_reads_with_its_own_worker(tmp_path, lanes):
+    root = str(tmp_path / "t")
+    whole = _table(root, parts=6)
+    where, cols = "q < 24 AND s = 'b'", ["k", "price", "note"]
+    n = read_table(root, cols, where).num_rows  # the parent's worker has run
+    assert n == whole.filter(to_arrow(where_text(where), whole.schema)).num_rows
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_read, args=(root, q))
+    p.start()
+    got = q.get(timeout=120)
+    p.join(60)
+    assert p.exitcode == 0 and got == n
+
+
+def test_a_range_the_worker_cannot_read_fails_the_scan_as_a_python_read(tmp_path, lanes, monkeypatch):
+    """A partition truncated after the scan was planned: the worker's read comes up short, the
+    range is read again in Python, and the scan fails with that read's StorageError, as it does
+    with the worker off."""
+    from qdbpm.table.table import open_table
+
+    root = str(tmp_path / "t")
+    _table(root, parts=5)
+    errors = {}
+    for enabled in (True, False):
+        monkeypatch.setattr(offload, "ENABLED", enabled)
+        with open_table(root) as t:
+            s = t.scan("q < 24 AND s = 'b'", ["k", "price", "note"])
+            s.byte_ranges()
+            path = os.path.join(root, "p=3", "data.parquet")
+            raw = pathlib.Path(path).read_bytes()
+            pathlib.Path(path).write_bytes(raw[:len(raw) // 3])
+            try:
+                with pytest.raises(StorageError) as e:
+                    s.to_table()
+                errors[enabled] = str(e.value)
+            finally:
+                pathlib.Path(path).write_bytes(raw)
+    assert errors[True] == errors[False] and "p=3" in errors[True]
