@@ -12,8 +12,9 @@ cdef struct SplitOut:
     int64_t* pages      # npages x PAGE_FIELDS, malloc'd
     Py_ssize_t npages
     Py_ssize_t cap
-    uint8_t* decoded    # the Snappy pages decoded, back to back (malloc'd), or NULL
-    Py_ssize_t decoded_size
+    uint8_t* decoded    # the Snappy pages decoded, back to back, 64-byte aligned, or NULL
+    Py_ssize_t decoded_size  # the buffer's size (a kept buffer may be larger than needed)
+    Py_ssize_t used     # the bytes the pages take
 
 
 cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t num_values, int codec,

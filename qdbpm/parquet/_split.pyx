@@ -17,8 +17,18 @@ from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
+import os
+
 from ._snappy cimport block_length, decode_block
 from ._thrift cimport page_parser, read_page_header
+
+
+cdef extern from "pthread.h" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t*, void*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
 
 cdef enum:
     PAGE_DATA = 0
@@ -27,6 +37,64 @@ cdef enum:
     CODEC_UNCOMPRESSED = 0
     CODEC_SNAPPY = 1
     MAX_RATIO = 22  # a Snappy copy of 64 bytes takes 3: no block decodes to more than ~21.4x its size
+
+
+# Decoded buffers kept for the next walks, as Arrow's pool keeps its freed pages: glibc maps a
+# large block fresh (or trims it) and every walk would fault its pages in again (a Q6 one shot:
+# twelve 600 KB price pages). At most CACHE_BUFFERS of them, CACHE_BYTES in all; a buffer serves
+# a walk needing between half its size and all of it.
+cdef enum:
+    CACHE_BUFFERS = 16
+    CACHE_BYTES = 64 << 20
+cdef pthread_mutex_t cache_mu
+cdef uint8_t* cache_ptr[CACHE_BUFFERS]
+cdef Py_ssize_t cache_cap[CACHE_BUFFERS]
+cdef Py_ssize_t cache_n = 0, cache_bytes = 0
+
+
+def reset():
+    """The cache's lock made anew (at import, and in a forked child: the parent's worker may
+    have held it as it forked)."""
+    pthread_mutex_init(&cache_mu, NULL)
+
+
+reset()
+os.register_at_fork(after_in_child=reset)
+
+
+cdef uint8_t* _take_buffer(Py_ssize_t need, Py_ssize_t* cap) noexcept nogil:
+    """A buffer of at least `need` bytes (its size into `cap`): a kept one, else malloc's."""
+    global cache_n, cache_bytes
+    cdef Py_ssize_t i, best = -1
+    cdef uint8_t* p = NULL
+    pthread_mutex_lock(&cache_mu)
+    for i in range(cache_n):
+        if need <= cache_cap[i] <= 2 * need + 4096 and (best < 0 or cache_cap[i] < cache_cap[best]):
+            best = i
+    if best >= 0:
+        p, cap[0] = cache_ptr[best], cache_cap[best]
+        cache_bytes -= cache_cap[best]
+        cache_n -= 1
+        cache_ptr[best], cache_cap[best] = cache_ptr[cache_n], cache_cap[cache_n]
+    pthread_mutex_unlock(&cache_mu)
+    if p == NULL:
+        p, cap[0] = <uint8_t*>malloc(need), need
+    return p
+
+
+cdef void _give_buffer(uint8_t* p, Py_ssize_t cap) noexcept nogil:
+    """Keep `p` for a later walk, or free it when the cache is full."""
+    global cache_n, cache_bytes
+    cdef bint kept = False
+    pthread_mutex_lock(&cache_mu)
+    if cache_n < CACHE_BUFFERS and cache_bytes + cap <= CACHE_BYTES:
+        cache_ptr[cache_n], cache_cap[cache_n] = p, cap
+        cache_n += 1
+        cache_bytes += cap
+        kept = True
+    pthread_mutex_unlock(&cache_mu)
+    if not kept:
+        free(p)
 
 
 cdef int _grow(SplitOut* out) noexcept nogil:
@@ -82,11 +150,11 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
         pos = end + h[3]
     if total != num_values:
         return 1
+    out.used = need
     if need:
-        out.decoded = <uint8_t*>malloc(need)
+        out.decoded = _take_buffer(need, &out.decoded_size)
         if out.decoded == NULL:
             return 1
-        out.decoded_size = need
     for k in range(out.npages):
         row = out.pages + k * PAGE_FIELDS
         if row[12] < 0:
@@ -103,15 +171,17 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
 
 cdef void split_free(SplitOut* out) noexcept nogil:
     free(out.pages)
-    free(out.decoded)
-    out.pages, out.decoded, out.npages, out.cap, out.decoded_size = NULL, NULL, 0, 0, 0
+    if out.decoded != NULL:
+        _give_buffer(out.decoded, out.decoded_size)
+    out.pages, out.decoded, out.npages, out.cap, out.decoded_size, out.used = NULL, NULL, 0, 0, 0, 0
 
 
 cdef class Decoded:
-    """Decoded page bytes (malloc'd by the kernel), owned: freed with the last view of them."""
+    """Decoded page bytes (the kernel's buffer), owned: back to the cache with the last view of
+    them. `size` bytes are the pages'; the buffer may be larger (`cap`)."""
 
     cdef uint8_t* data
-    cdef Py_ssize_t size
+    cdef Py_ssize_t size, cap
     cdef Py_ssize_t shape[1]
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
@@ -125,7 +195,8 @@ cdef class Decoded:
         pass
 
     def __dealloc__(self):
-        free(self.data)
+        if self.data != NULL:
+            _give_buffer(self.data, self.cap)
 
 
 cdef object split_result(SplitOut* out):
@@ -136,7 +207,7 @@ cdef object split_result(SplitOut* out):
     pages = [tuple([out.pages[k * PAGE_FIELDS + i] for i in range(PAGE_FIELDS)]) for k in range(out.npages)]
     if out.decoded != NULL:
         d = Decoded.__new__(Decoded)
-        d.data, d.size = out.decoded, out.decoded_size
+        d.data, d.size, d.cap = out.decoded, out.used, out.decoded_size
         out.decoded, out.decoded_size = NULL, 0
     return pages, d
 
@@ -150,7 +221,7 @@ def split_table(const uint8_t[::1] blob, int64_t num_values, int codec):
     cdef void* p = <void*>parser
     cdef const uint8_t* src = &blob[0] if blob.shape[0] else NULL
     cdef Py_ssize_t n = blob.shape[0]
-    out.pages, out.decoded, out.npages, out.cap, out.decoded_size = NULL, NULL, 0, 0, 0
+    out.pages, out.decoded, out.npages, out.cap, out.decoded_size, out.used = NULL, NULL, 0, 0, 0, 0
     with nogil:
         code = split_chunk_c(p, src, n, num_values, codec, &out)
     try:

@@ -254,7 +254,7 @@ cdef Job* _new(int kind) except NULL:
     j.kind, j.state, j.refs, j.code, j.gen = kind, ST_QUEUED, 1, 0, gen
     j.path, j.dst, j.src, j.dep, j.parser = NULL, NULL, NULL, NULL, NULL
     j.start = j.want = j.got = j.n = j.num_values = j.codec = 0
-    j.out.pages, j.out.decoded, j.out.npages, j.out.cap, j.out.decoded_size = NULL, NULL, 0, 0, 0
+    j.out.pages, j.out.decoded, j.out.npages, j.out.cap, j.out.decoded_size, j.out.used = NULL, NULL, 0, 0, 0, 0
     return j
 
 

@@ -131,10 +131,17 @@ class Split:
     """pool.Split's interface (`steal`, `result`, `fu.cancel`) over the split jobs of columns,
     one per row group each."""
 
-    __slots__ = ("parts", "width", "fallback", "one", "got", "fu")
+    __slots__ = ("parts", "width", "fallback", "one", "got")
 
     def __init__(self, parts, width, fallback, one):
-        self.parts, self.width, self.fallback, self.one, self.got, self.fu = parts, width, fallback, one, None, self
+        self.parts, self.width, self.fallback, self.one, self.got = parts, width, fallback, one, None
+
+    @property
+    def fu(self):
+        """Itself, as pool.Split's task (`pool.drop_all` cancels through it); a property, not a
+        slot: a slot pointing at itself would leave every Split to the cycle collector, and with
+        it its decoded pages."""
+        return self
 
     def cancel(self):
         for p in self.parts:
