@@ -5,6 +5,9 @@ caller finishes alone. Stamps taken around the plan (`Scan._units_for_read`), ev
 (`Scan._decode`) and every pool task (`pool.Task.run`), over `n` calls, say how long each phase
 takes and how busy the pool is once the plan is done; a pool task's wall time less its thread's CPU
 time is time it waited, mostly for the GIL. Report only: the patched methods are restored after.
+Splits ahead on the worker that never takes the GIL (qdbpm.table.offload) run as C jobs and are
+not stamped: with it on, a Q6 one shot's pool runs nothing and the calling thread's busy share
+(compare_tpch.py --breakdown's "this thread") says what is left on the critical path.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ def _phases(events, t0, t1) -> dict:
 def describe(got) -> str:
     """One line of `timeline`'s answer."""
     ms = {k: (None if v is None else v * 1e3) for k, v in got.items()}
-    pool = "no pool task" if ms["first_pool_task"] is None else f"the pool's first task {ms['first_pool_task']:.2f}"
+    pool = ("no pool task (splits ahead run on the offload worker, which is not stamped)" if ms["first_pool_task"]
+            is None else f"the pool's first task {ms['first_pool_task']:.2f}")
     return (f"plan ends at {ms['plan']:.2f} ms; first decode {ms['first_decode']:.2f}, {pool}; after the plan the "
             f"pool is busy {got['pool_busy']:.2f} of the time, its tasks {ms['pool_waiting']:.2f} ms off the CPU; "
             f"last decode ends {ms['last_decode']:.2f}; one shot {ms['total']:.2f} ms")
