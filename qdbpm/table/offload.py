@@ -110,7 +110,9 @@ def sources(blobs, ranges):
         return {k: (None, v, 0, len(v)) for k, v in blobs.items()}
     if not all(isinstance(f, Read) for f in blobs):
         return None
-    return {(rg, c): (f, f.start().buf, s - r.start, n) for r, f in zip(ranges, blobs) for rg, c, s, n in r.chunks}
+    for f in blobs:
+        f.start()
+    return {(rg, c): (f, f.buf, s - r.start, n) for r, f in zip(ranges, blobs) for rg, c, s, n in r.chunks}
 
 
 def split(pm, rgs, cols, found, all_null, fallback, one=False):
