@@ -22,13 +22,7 @@ import os
 from ._snappy cimport block_length, decode_block
 from ._thrift cimport page_parser, read_page_header
 
-
-cdef extern from "pthread.h" nogil:
-    ctypedef struct pthread_mutex_t:
-        pass
-    int pthread_mutex_init(pthread_mutex_t*, void*)
-    int pthread_mutex_lock(pthread_mutex_t*)
-    int pthread_mutex_unlock(pthread_mutex_t*)
+from .._pthread cimport pthread_mutex_init, pthread_mutex_lock, pthread_mutex_t, pthread_mutex_unlock
 
 cdef enum:
     PAGE_DATA = 0

@@ -24,20 +24,9 @@ from posix.unistd cimport close as c_close, pread as c_pread
 
 from ..parquet._split cimport SplitOut, split_chunk_c, split_free, split_result
 from ..parquet._thrift cimport page_parser
-
-
-cdef extern from "pthread.h" nogil:
-    ctypedef struct pthread_mutex_t:
-        pass
-    ctypedef struct pthread_cond_t:
-        pass
-    int pthread_mutex_init(pthread_mutex_t*, void*)
-    int pthread_mutex_lock(pthread_mutex_t*)
-    int pthread_mutex_unlock(pthread_mutex_t*)
-    int pthread_cond_init(pthread_cond_t*, void*)
-    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
-    int pthread_cond_broadcast(pthread_cond_t*)
-    int pthread_cond_signal(pthread_cond_t*)
+from .._pthread cimport (pthread_cond_broadcast, pthread_cond_init, pthread_cond_signal, pthread_cond_t,
+                        pthread_cond_wait, pthread_mutex_init, pthread_mutex_lock, pthread_mutex_t,
+                        pthread_mutex_unlock)
 
 cdef enum:
     J_READ = 1

@@ -21,11 +21,11 @@ from .. import buffers
 from ..parquet import pages
 from ..pm import layout as L
 from . import _offload
-from .pool import Done
+from .pool import Deferred, Done
 from .ranges import chunks_in
 
 CODECS = (L.CODEC_SNAPPY, L.CODEC_UNCOMPRESSED)  # what `_split` decodes
-ENABLED = True  # False: reads and splits ahead stay on the Python pool (pipeline.Deferred, pool.Split)
+ENABLED = True  # False: reads and splits ahead stay on the Python pool (pool.Deferred, pool.Split)
 
 _lock = threading.Lock()
 _running = False
@@ -49,16 +49,16 @@ def _start():
                 _running = True
 
 
-class Read:
-    """A range read queued on the worker: the part of a Future's interface the pipeline's
-    consumers use. `fn(*args)` (`pipeline._fetch`) reads it again in the asking thread when the
-    worker could not read it all: its chunks or its error, as a read made there."""
+class Read(Deferred):
+    """A range read by the worker (a `pool.Deferred`: made once, its answer or error handed to
+    every thread that asks). `fn(*args)` (`pipeline._fetch`) reads it again in the asking thread
+    when the worker could not read it all: its chunks or its error, as a read made there."""
 
-    __slots__ = ("job", "buf", "fn", "args", "box", "lock", "path")
+    __slots__ = ("job", "buf", "path")
 
     def __init__(self, fn, args, path):
-        self.fn, self.args, self.path, self.box, self.lock = fn, args, path, None, threading.Lock()
-        self.job = self.buf = None
+        super().__init__(fn, args)
+        self.path, self.job, self.buf = path, None, None
 
     def start(self):
         """Queue the read (once): its unit is about to be split ahead, or its chunks are asked
@@ -86,15 +86,6 @@ class Read:
                     note("fetched", r.length)
                     self.box = Done(chunks_in(r, self.buf))
         return self.box
-
-    def result(self, timeout=None):
-        return self._run().result()
-
-    def exception(self, timeout=None):
-        return self._run().exception()
-
-    def done(self):
-        return self.box is not None
 
     def cancel(self):
         return self.job is None or self.job.drop()

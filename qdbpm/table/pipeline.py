@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from . import offload
-from .pool import Done
+from .pool import Deferred, Done
 from .ranges import fetch_range
 
 DEFAULT_WORKERS = 8  # concurrent range requests per scan
@@ -96,35 +96,6 @@ class Inline:
 
     def cancel(self):
         pass
-
-
-class Deferred:
-    """A read made once, by the first thread that asks for its result (another asking meanwhile
-    waits for it; both get its answer or its error): the part of a Future's interface its
-    consumers use."""
-
-    __slots__ = ("fn", "args", "lock", "box")
-
-    def __init__(self, fn, args):
-        self.fn, self.args, self.lock, self.box = fn, args, threading.Lock(), None
-
-    def _run(self) -> Done:
-        with self.lock:
-            if self.box is None:
-                self.box = Done.of(self.fn, *self.args)  # an error goes to every consumer
-        return self.box
-
-    def result(self, timeout=None):
-        return self._run().result()
-
-    def exception(self, timeout=None):
-        return self._run().exception()
-
-    def done(self):
-        return self.box is not None
-
-    def cancel(self):
-        return False  # nothing queued: a read nobody asks for is never made
 
 
 class Lazy:
@@ -210,7 +181,7 @@ def ahead_chunks(futures, ranges):
     arrived; where none of its `Deferred` reads has been made, (a callable making them and
     returning the chunks, {(row_group, column): bytes of the chunk}); (None, None) while reads
     are in flight or one failed (the unit's consumer raises it)."""
-    if all(isinstance(f, (Deferred, offload.Read)) and not f.done() for f in futures):
+    if all(isinstance(f, Deferred) and not f.done() for f in futures):  # offload.Read is one
         return partial(chunks_of, futures), {(rg, c): n for r in ranges for rg, c, _, n in r.chunks}
     if all(f.done() and f.exception() is None for f in futures):
         return chunks_of(futures), None

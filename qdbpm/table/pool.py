@@ -200,7 +200,7 @@ class Deal:
 
 class Done:
     """A call already run in the thread that wanted it (a stolen `Split`, a range read by
-    `pipeline.Inline` or `pipeline.Deferred`): the part of a Future's interface its consumers use (result, exception, done, cancel),
+    `pipeline.Inline` or a `Deferred`): the part of a Future's interface its consumers use (result, exception, done, cancel),
     without the Future's condition and lock, which nothing ever waits on (a Q6 one shot made 12
     Futures for its inline reads alone, ~15 calls apiece, for nothing)."""
 
@@ -230,6 +230,35 @@ class Done:
         if self._error is not None:
             raise self._error
         return self._value
+
+
+class Deferred:
+    """A read made once, by the first thread that asks for its result (another asking meanwhile
+    waits for it; both get its answer or its error): the part of a Future's interface its
+    consumers use."""
+
+    __slots__ = ("fn", "args", "lock", "box")
+
+    def __init__(self, fn, args):
+        self.fn, self.args, self.lock, self.box = fn, args, threading.Lock(), None
+
+    def _run(self) -> Done:
+        with self.lock:
+            if self.box is None:
+                self.box = Done.of(self.fn, *self.args)  # an error goes to every consumer
+        return self.box
+
+    def result(self, timeout=None):
+        return self._run().result()
+
+    def exception(self, timeout=None):
+        return self._run().exception()
+
+    def done(self):
+        return self.box is not None
+
+    def cancel(self):
+        return False  # nothing queued: a read nobody asks for is never made
 
 
 class Split:

@@ -1,7 +1,7 @@
 """Local reads and chunk splits made ahead by the worker that never takes the GIL
 (qdbpm/table/offload.py over _offload.pyx): its reads equal the file's bytes; what it cannot read
 is read again in Python and fails as a Python read fails; scans read what pyarrow reads with it on
-and off, split ahead on the worker; corrupt chunks end a read as without it; with no worker
+and off, split ahead on the worker (corrupt chunks: tests/table/test_presplit.py); with no worker
 running, the thread that needs a job runs it; a reader dropped early, and a forked child, are
 served as well."""
 
@@ -104,40 +104,6 @@ def test_scans_read_what_pyarrow_reads_with_the_worker_on_and_off(tmp_path, lane
             assert same(read_table(str(tmp_path / "t"), cols, where), want), (codec, enabled, where)
     # Snappy and plain chunks are split on the worker; ZSTD ones are its to read, the pool's to split
     assert (lanes["worker"] > 0) == (codec != "zstd")
-
-
-@pytest.mark.parametrize("seed", range(9))
-def test_a_corrupt_chunk_split_on_the_worker_ends_the_read_as_without_it(tmp_path, lanes, monkeypatch, seed):
-    """A later partition's chunk mutated (the column split on the worker, or the predicate's):
-    the same rows or an error, whatever pyarrow's reader does with it."""
-    rng = np.random.default_rng(8200 + seed)
-    root = str(tmp_path / "t")
-    _table(root, parts=4, seed=seed, codec=["snappy", "none"][seed % 2])
-    import pyarrow.parquet as pq
-
-    path = os.path.join(root, f"p={1 + seed % 3}", "data.parquet")
-    md = pq.ParquetFile(path).metadata
-    raw = bytearray(pathlib.Path(path).read_bytes())
-    c = md.row_group(int(rng.integers(0, md.num_row_groups))).column([2, 4, 1][seed % 3])
-    start = c.dictionary_page_offset or c.data_page_offset
-    for _ in range(3):
-        raw[int(rng.integers(start, start + c.total_compressed_size))] = int(rng.integers(0, 256))
-    pathlib.Path(path).write_bytes(bytes(raw))
-
-    def outcome():
-        try:
-            return read_table(root, ["k", "price", "note"], "q < 30")
-        except PmError as e:
-            return type(e)
-
-    got = outcome()
-    monkeypatch.setattr(scan, "DIRECT", False)  # pyarrow's reader decides
-    want = outcome()
-    if isinstance(want, type):
-        assert isinstance(got, type), seed
-    else:
-        assert isinstance(got, pa.Table) and same(got, want), seed
-    assert lanes["worker"]
 
 
 CHILD = r'''

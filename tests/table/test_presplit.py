@@ -89,6 +89,19 @@ def _table(root, parts=6, seed=1, codec="snappy"):
     return pa.concat_tables(tables)
 
 
+def corrupt_a_later_chunk(root, seed, rng):
+    """Three bytes of a chunk of a later partition of `_table`'s root mutated: by `seed`, the
+    price, note or q column (a column split ahead, or the predicate's)."""
+    path = os.path.join(root, f"p={1 + seed % 3}", "data.parquet")
+    md = pq.ParquetFile(path).metadata
+    raw = bytearray(pathlib.Path(path).read_bytes())
+    c = md.row_group(int(rng.integers(0, md.num_row_groups))).column([2, 4, 1][seed % 3])
+    start = c.dictionary_page_offset or c.data_page_offset
+    for _ in range(3):
+        raw[int(rng.integers(start, start + c.total_compressed_size))] = int(rng.integers(0, 256))
+    pathlib.Path(path).write_bytes(bytes(raw))
+
+
 @pytest.fixture
 def lanes(monkeypatch):
     """Two lanes and no size floor: every filtered unit of several is split ahead, on the pool
@@ -141,22 +154,18 @@ def test_large_predicate_columns_are_split_ahead_beside_a_share(tmp_path, lanes,
     assert lanes["filter_beside_share"] >= lanes["units"] // 2
 
 
+@pytest.mark.parametrize("offloaded", [False, True])
 @pytest.mark.parametrize("seed", range(9))
-def test_a_corrupt_unit_split_ahead_ends_the_read_as_without_it(tmp_path, lanes, seed):
+def test_a_corrupt_unit_split_ahead_ends_the_read_as_without_it(tmp_path, lanes, monkeypatch, seed, offloaded):
     """Bytes of a later partition's chunks mutated (a column split ahead, or the predicate's):
     the read ends as pyarrow's reader ends it (an error, or the same rows), as it did before
-    units were split ahead."""
-    rng = np.random.default_rng(seed)
+    units were split ahead; on the pool, or on the worker that never takes the GIL (offloaded)."""
+    from qdbpm.table import offload
+
+    monkeypatch.setattr(offload, "ENABLED", offloaded)
     root = str(tmp_path / "t")
-    _table(root, parts=4, seed=seed, codec="none")
-    path = os.path.join(root, f"p={1 + seed % 3}", "data.parquet")
-    md = pq.ParquetFile(path).metadata
-    raw = bytearray(pathlib.Path(path).read_bytes())
-    c = md.row_group(int(rng.integers(0, md.num_row_groups))).column([2, 4, 1][seed % 3])  # price / note / q
-    start = c.dictionary_page_offset or c.data_page_offset
-    for _ in range(3):
-        raw[int(rng.integers(start, start + c.total_compressed_size))] = int(rng.integers(0, 256))
-    pathlib.Path(path).write_bytes(bytes(raw))
+    _table(root, parts=4, seed=seed, codec=["none", "snappy"][seed % 2])
+    corrupt_a_later_chunk(root, seed, np.random.default_rng(seed))
 
     def outcome():
         try:
