@@ -209,7 +209,7 @@ cdef class Handle:
         with nogil:
             pthread_mutex_lock(&mu)
             if self.job.state == ST_QUEUED:
-                self.job.state = ST_DROPPED
+                self.job.state, self.job.code = ST_DROPPED, 1  # a later wait is told "not done"
                 dropped = True
             pthread_mutex_unlock(&mu)
         return dropped

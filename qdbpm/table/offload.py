@@ -2,12 +2,13 @@
 (`_offload.pyx`, `parquet/_split.pyx`): the wrapper, with the Future- and Split-like objects the
 fetch pipeline and `direct.presplit` take.
 
-A read (`Read`) is queued when its unit is admitted; a column's split (`split`) is queued behind
-it, its pages walked and decoded in C. Whoever needs the result takes it once the worker is done,
-or runs the job itself if the worker has not started it. The worker only ever answers what it can
-read exactly: a short read, a chunk shape or a malformed page it does not take, is done again
-by the Python path (`fallback`), which gives its answer or raises its error, as without offload.
-TPC-H Q6 (the price column's pages split ahead, the reads made ahead): 1.13x in one process.
+A read (`Read`) is queued when its unit is split ahead (or its chunks are asked for); a
+column's split (`split`) is queued behind it, its pages walked and decoded in C. Whoever needs
+the result takes it once the worker is done, or runs the job itself if the worker has not started
+it. The worker only ever answers what it can read exactly: a short read, a chunk shape or a
+malformed page it does not take, is done again by the Python path (`fallback`), which gives its
+answer or raises its error, as without offload. TPC-H Q6 (the reads and the splits ahead on the
+worker): 1.146x against the Python pool in one process (docs/performance.md, stop 50).
 """
 
 from __future__ import annotations
@@ -73,14 +74,17 @@ class Read(Deferred):
             _start()
             r = self.args[2]
             self.buf = buffers.empty(r.length, np.uint8)
-            self.job = _offload.read(os.fsencode(self.path), r.start, self.buf)
+            try:
+                self.job = _offload.read(os.fsencode(self.path), r.start, self.buf)
+            except ValueError:  # a name the kernel refuses (a NUL): the Python read says what is wrong
+                self.job = False
 
     def _run(self) -> Done:
         with self.lock:
             if self.box is None:
                 self._start()  # never queued: this thread reads it now (the job is its own)
                 r, note = self.args[2], self.args[4]
-                if self.job.wait() != 0:
+                if self.job is False or self.job.wait() != 0:
                     self.box = Done.of(self.fn, *self.args)
                 else:
                     note("fetched", r.length)
@@ -88,7 +92,7 @@ class Read(Deferred):
         return self.box
 
     def cancel(self):
-        return self.job is None or self.job.drop()
+        return not self.job or self.job.drop()
 
 
 def sources(blobs, ranges):
@@ -102,7 +106,8 @@ def sources(blobs, ranges):
     if not all(isinstance(f, Read) for f in blobs):
         return None
     for f in blobs:
-        f.start()
+        if f.start().job is False:
+            return None
     return {(rg, c): (f, f.buf, s - r.start, n) for r, f in zip(ranges, blobs) for rg, c, s, n in r.chunks}
 
 

@@ -134,6 +134,7 @@ queued = [p[5] for s in made if s is not None for p in s.parts if p is not None 
 assert queued, "later units' splits queued"
 batches.close()
 assert not any(j.steal() or j.done() for j in queued), "a dropped job ran"
+assert all(j.wait() == 1 for j in queued), "a dropped job said done"
 print("ok", len(made))
 '''
 
