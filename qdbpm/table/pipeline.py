@@ -113,8 +113,9 @@ class Lazy:
 
 class Offloaded:
     """A Fetcher of local ranges for the worker that never takes the GIL (`offload.Read`): each
-    read is queued as its unit is admitted and made there, off the consumer's thread and the
-    pool's; the consumer takes its chunks when it gets to the unit."""
+    read is made there, off the consumer's thread and the pool's, queued when its unit is split
+    ahead or its chunks are asked for (`offload.Read.start`); the consumer takes its chunks when
+    it gets to the unit."""
 
     def submit(self, fn, fs, path, r, size, note) -> offload.Read:
         return offload.Read(fn, (fs, path, r, size, note), fs._strip_protocol(path))
