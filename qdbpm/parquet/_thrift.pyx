@@ -321,57 +321,55 @@ cdef class _Parser:
     cdef Py_ssize_t page_header_into(self, Py_ssize_t pos, int64_t* h) noexcept nogil:
         """The PageHeader at `pos` into h[:12] (page_header's tuple); the position after it, or -1
         with the error recorded."""
-        cdef int ft = 0, ft2 = 0
-        cdef int64_t fid = 0, fid2 = 0, v = 0
-        cdef bint flag = True
+        cdef int ft = 0
+        cdef int64_t fid = 0, v = 0
         cdef Py_ssize_t i
         for i in range(12):
             h[i] = -1
         h[11] = 1
         while True:
             pos = self.field(pos, &ft, &fid)
-            if pos < 0:
-                return -1
-            if ft == CT_STOP:
+            if pos < 0 or ft == CT_STOP:
                 break
             if 1 <= fid <= 3 and ft == CT_I32:
                 pos = self.read_int(pos, ft, 32, &v, b"PageHeader field")
-                if pos < 0:
-                    return -1
                 h[fid] = v
             elif (fid == 5 or fid == 7 or fid == 8) and ft == CT_STRUCT:
-                fid2 = 0
-                while True:
-                    pos = self.field(pos, &ft2, &fid2)
-                    if pos < 0:
-                        return -1
-                    if ft2 == CT_STOP:
-                        break
-                    if fid == 8 and fid2 == 7 and (ft2 == CT_TRUE or ft2 == CT_FALSE):
-                        self.read_bool(pos, ft2, &flag, b"is_compressed")
-                        h[11] = 1 if flag else 0
-                    elif ft2 == CT_I32 and 1 <= fid2 <= 6 and not (fid == 7 and fid2 > 2):
-                        pos = self.read_int(pos, ft2, 32, &v, b"page header field")
-                        if pos < 0:
-                            return -1
-                        if fid2 == 1:
-                            h[4] = v          # num_values
-                        elif fid == 8:        # v2: num_nulls, num_rows, encoding, def / rep lengths
-                            h[V2_SLOT[fid2]] = v
-                        elif fid2 == 2:
-                            h[5] = v          # encoding
-                        elif fid == 5 and fid2 == 3:
-                            h[6] = v          # definition_level_encoding
-                    else:
-                        pos = self.skip(pos, ft2, 2, False)
-                        if pos < 0:
-                            return -1
+                pos = self.page_header_part(pos, fid, h)
             else:
                 pos = self.skip(pos, ft, 1, False)
-                if pos < 0:
-                    return -1
+            if pos < 0:
+                return -1
         h[0] = pos
         return pos
+
+    cdef Py_ssize_t page_header_part(self, Py_ssize_t pos, int64_t fid, int64_t* h) noexcept nogil:
+        """The data_page_header (5), dictionary_page_header (7) or data_page_header_v2 (8) struct
+        at `pos` into h; the position after it, or -1."""
+        cdef int ft = 0
+        cdef int64_t fid2 = 0, v = 0
+        cdef bint flag = True
+        while True:
+            pos = self.field(pos, &ft, &fid2)
+            if pos < 0 or ft == CT_STOP:
+                return pos
+            if fid == 8 and fid2 == 7 and (ft == CT_TRUE or ft == CT_FALSE):
+                self.read_bool(pos, ft, &flag, b"is_compressed")
+                h[11] = 1 if flag else 0
+            elif ft == CT_I32 and 1 <= fid2 <= 6 and not (fid == 7 and fid2 > 2):
+                pos = self.read_int(pos, ft, 32, &v, b"page header field")
+                if fid2 == 1:
+                    h[4] = v          # num_values
+                elif fid == 8:        # v2: num_nulls, num_rows, encoding, def / rep lengths
+                    h[V2_SLOT[fid2]] = v
+                elif fid2 == 2:
+                    h[5] = v          # encoding
+                elif fid == 5 and fid2 == 3:
+                    h[6] = v          # definition_level_encoding
+            else:
+                pos = self.skip(pos, ft, 2, False)
+            if pos < 0:
+                return -1
 
     # --- errors (cold) ------------------------------------------------------------------------
 
