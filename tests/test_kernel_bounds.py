@@ -5,7 +5,7 @@ tests cannot see). Inputs: random RLE / bit-packed runs and byte-array runs for 
 (qdbpm/parquet/_pages.pyx); Snappy blocks whole, cut short and mutated, their output buffers
 guarded too (qdbpm/parquet/_snappy.pyx); a real Parquet footer, its page headers, its chunks and its
 `_pm`, each cut short and mutated, for the Thrift parser (qdbpm/parquet/_thrift.pyx), the chunk walk
-(qdbpm/parquet/_split.pyx) and the `_pm` checks (qdbpm/pm/_validate.pyx). Run in a child process,
+and its filter pass (qdbpm/parquet/_split.pyx) and the `_pm` checks (qdbpm/pm/_validate.pyx). Run in a child process,
 so a fault fails this test, not the session."""
 
 import subprocess
@@ -158,6 +158,14 @@ for r in range(md.num_row_groups):
             if len(b) <= ROOM:
                 survives(lambda: _split.split_table(guarded(b), col.num_values, 1))
                 runs += 1
+        if c in (0, 3):  # the filter pass over a split chunk (lookup_split_c) with a memo of every value
+            known = np.arange(-1000, 1000) if c == 0 else np.arange(0, 10 ** 6, dtype=np.int32)
+            answers = rng.integers(0, 2, len(known)).astype(np.uint8)
+            for b in variants(chunk, 20):
+                if len(b) <= ROOM:
+                    survives(lambda: _split.lookup_table(guarded(b), col.num_values, 1, 2 if c == 0 else 1, 1, known,
+                                                         answers))
+                    runs += 1
 for b in variants(pm, 300):
     survives(lambda: _validate.check_open(guarded(b)))
     survives(lambda: _validate.check_open(guarded(b), len(raw)))

@@ -277,31 +277,85 @@ cdef extern from *:
                                const uint32_t* pairs, uint8_t* out) noexcept nogil
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
+cdef Py_ssize_t mask_rows_c(const uint8_t* mask, Py_ssize_t n, int64_t* out, Py_ssize_t cap) noexcept nogil:
+    """mask_rows without the GIL: the rows into out (cap + 8 values), or -1 past cap rows."""
+    cdef Py_ssize_t i = 0, j = 0, b
+    cdef uint64_t w
+    while i + 8 <= n and j <= cap:
+        w = load8(mask + i)
+        if w:
+            for b in range(8):
+                out[j] = i + b
+                j += ((w >> (8 * b)) & 0xFF) != 0
+        i += 8
+    while i < n and j <= cap:
+        out[j] = i
+        j += mask[i] != 0
+        i += 1
+    return -1 if i < n or j > cap else j
+
+
 def mask_rows(const uint8_t[::1] mask, int64_t[::1] out):
     """np.flatnonzero of a filter pass's keep mask into out[:k]; returns k. A word per step, a zero
     word skipped, a nonzero one's 8 positions written without a branch each (each written, the
     next over it unless its byte is nonzero). `out` holds k + 8 values: len(mask) + 8 always do."""
-    cdef Py_ssize_t n = mask.shape[0], cap = out.shape[0] - 8, i = 0, j = 0, b
-    cdef uint64_t w
+    cdef Py_ssize_t cap = out.shape[0] - 8, j
     if cap < 0:
         raise ParquetFormatError("mask_rows: an output of fewer than 8 values")  # never: a guard
     with nogil:
-        while i + 8 <= n and j <= cap:
-            w = load8(&mask[i])
-            if w:
-                for b in range(8):
-                    out[j] = i + b
-                    j += ((w >> (8 * b)) & 0xFF) != 0
-            i += 8
-        while i < n and j <= cap:
-            out[j] = i
-            j += mask[i] != 0
-            i += 1
-    if i < n or j > cap:
+        j = mask_rows_c(&mask[0] if mask.shape[0] else NULL, mask.shape[0], &out[0], cap)
+    if j < 0:
         raise ParquetFormatError(f"mask_rows: more than {cap} rows kept")  # never: the caller counted
     return j
+
+
+cdef int lookup_runs(Runs* r, const uint8_t* lut, int64_t limit, uint8_t* out, uint64_t* bad) noexcept nogil:
+    """rle_lookup_and's walk over the started runs `r` (lut: `limit` entries): out[k] &= lut[v_k]
+    for its r.count values. RUN_OK, a run's error code (`r` names the run), or VALUE_OVER with
+    the value in bad[0]. Callable without the GIL (the offload worker's filter, `_split`)."""
+    cdef Py_ssize_t k, at
+    cdef uint64_t v, bits
+    cdef int code
+    cdef int bit_width = r.bit_width
+    cdef uint8_t tab[256]  # lut, then 0 up to 255: a value's entry read before its check is known
+    cdef uint32_t pairs[4096]  # widths up to 6 on many values: two values per lookup (qdbpm_lut_pairs)
+    cdef bint paired = 1 <= bit_width <= 6 and r.count - r.n >= (<Py_ssize_t>2 << (2 * bit_width))
+    memset(tab, 0, 256)
+    if limit:
+        memcpy(tab, lut, limit if limit < 256 else 256)
+    if paired:
+        qdbpm_pair_table(bit_width, tab, <uint64_t>limit, pairs)
+    while r.n < r.count:
+        code = next_run(r, limit)
+        if code != RUN_OK:
+            return code
+        if not r.packed:
+            if not lut[r.value]:
+                memset(out + r.n, 0, r.take)
+            r.n += r.take
+            continue
+        k = 0
+        if paired:
+            k = qdbpm_lut_pairs(r.p, r.pos, r.end, r.take, bit_width, pairs, out + r.n)
+        elif 1 <= bit_width <= 8:
+            # a group of 8 values is bit_width bytes: one load, the 8 answers gathered into
+            # one word, one read-modify-write of the 8 output bytes (qdbpm_lut_packed); a
+            # group holding a value >= limit is left to the loop below, which names it
+            k = qdbpm_lut_packed(r.p, r.pos, r.end, r.take, bit_width, tab, <uint64_t>limit, out + r.n)
+        while k < r.take:
+            bits = <uint64_t>k * bit_width
+            at = r.pos + <Py_ssize_t>(bits >> 3)
+            if r.end - at >= 8:
+                v = (load8(r.p + at) >> (bits & 7)) & r.mask
+            else:
+                v = (load_le(r.p + at, r.end - at) >> (bits & 7)) & r.mask
+            if v >= <uint64_t>limit:  # checked before the lookup: lut holds `limit` entries
+                bad[0] = v
+                return VALUE_OVER
+            out[r.n + k] &= lut[v]
+            k += 1
+        end_packed(r)
+    return RUN_OK
 
 
 def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width, Py_ssize_t count,
@@ -312,55 +366,21 @@ def rle_lookup_and(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int b
     as `rle_hybrid` checks it, each value against `limit` (the dictionary's size, at most
     len(lut)). Returns the end of the last run read."""
     cdef Runs r
-    cdef Py_ssize_t k, at
-    cdef uint64_t v, bits
     cdef int code
-    cdef uint8_t tab[256]  # lut, then 0 up to 255: a value's entry read before its check is known
-    cdef uint32_t pairs[4096]  # widths up to 6 on many values: two values per lookup (qdbpm_lut_pairs)
-    cdef bint paired = 1 <= bit_width <= 6 and count >= (<Py_ssize_t>2 << (2 * bit_width))
+    cdef uint64_t bad = 0
     if limit > lut.shape[0] or limit < 0:
         raise ParquetFormatError("RLE/bit-packed run: bounds outside the page")
     start_runs(&r, buf, pos, end, bit_width, count, out.shape[0])
-    memset(tab, 0, 256)
-    if limit:
-        memcpy(tab, &lut[0], limit if limit < 256 else 256)
     with nogil:
-        if paired:
-            qdbpm_pair_table(bit_width, tab, <uint64_t>limit, pairs)
-        while r.n < r.count:
-            code = next_run(&r, limit)
-            if code != RUN_OK:
-                run_error(&r, code, limit)
-            if not r.packed:
-                if not lut[r.value]:
-                    for k in range(r.take):
-                        out[r.n + k] = 0
-                r.n += r.take
-                continue
-            k = 0
-            if paired and r.bit_width == bit_width:
-                k = qdbpm_lut_pairs(r.p, r.pos, r.end, r.take, r.bit_width, pairs, &out[r.n])
-            elif 1 <= r.bit_width <= 8:
-                # a group of 8 values is bit_width bytes: one load, the 8 answers gathered into
-                # one word, one read-modify-write of the 8 output bytes (qdbpm_lut_packed); a
-                # group holding a value >= limit is left to the loop below, which names it
-                k = qdbpm_lut_packed(r.p, r.pos, r.end, r.take, r.bit_width, tab, <uint64_t>limit, &out[r.n])
-            while k < r.take:
-                bits = <uint64_t>k * r.bit_width
-                at = r.pos + <Py_ssize_t>(bits >> 3)
-                if r.end - at >= 8:
-                    v = (load8(r.p + at) >> (bits & 7)) & r.mask
-                else:
-                    v = (load_le(r.p + at, r.end - at) >> (bits & 7)) & r.mask
-                if v >= <uint64_t>limit:  # checked before the lookup: lut holds `limit` entries
-                    value_error(&r, v, limit)
-                out[r.n + k] &= lut[v]
-                k += 1
-            end_packed(&r)
+        code = lookup_runs(&r, &lut[0] if lut.shape[0] else NULL, limit, &out[0] if out.shape[0] else NULL, &bad)
+    if code == VALUE_OVER:
+        value_error(&r, bad, limit)
+    elif code != RUN_OK:
+        run_error(&r, code, limit)
     return r.pos
 
 
-cdef bint _all_equal(Runs* r, uint64_t value) noexcept nogil:
+cdef bint all_equal(Runs* r, uint64_t value) noexcept nogil:
     cdef Py_ssize_t k, at
     cdef uint64_t bits
     while r.n < r.count:
@@ -395,5 +415,5 @@ def rle_all(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_widt
     except ParquetFormatError:  # a width or bounds rle_hybrid refuses: it decides
         return False
     with nogil:
-        same = _all_equal(&r, value)
+        same = all_equal(&r, value)
     return same

@@ -88,17 +88,29 @@ cdef inline void end_packed(Runs* r) noexcept nogil:
     r.n += r.take
 
 
-cdef inline int start_runs(Runs* r, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width,
-                    Py_ssize_t count, Py_ssize_t room) except -1:
-    """Check the arguments (`room`: the output's length) and set up the walk."""
+cdef inline int init_runs(Runs* r, const uint8_t* p, Py_ssize_t size, Py_ssize_t pos, Py_ssize_t end,
+                          int bit_width, Py_ssize_t count, Py_ssize_t room) noexcept nogil:
+    """Set up the walk over p[pos:end] (p holds `size` bytes; `room`: the output's length):
+    0, or 1 for a width over 32, 2 for bounds outside the buffer (nothing set up then)."""
     if bit_width < 0 or bit_width > 32:
-        raise _error(f"RLE/bit-packed run at byte {pos}: bit width {bit_width} is over 32")
-    if end > buf.shape[0] or pos < 0 or pos > end or count > room:
-        raise _error("RLE/bit-packed run: bounds outside the page")
-    r.p = &buf[0] if buf.shape[0] else NULL
+        return 1
+    if end > size or pos < 0 or pos > end or count > room:
+        return 2
+    r.p = p
     r.pos, r.end, r.n, r.count = pos, end, 0, count
     r.bit_width, r.width = bit_width, (bit_width + 7) // 8
     r.mask = (<uint64_t>1 << bit_width) - 1
+    return 0
+
+
+cdef inline int start_runs(Runs* r, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t end, int bit_width,
+                    Py_ssize_t count, Py_ssize_t room) except -1:
+    """init_runs over a buffer, raising what is wrong."""
+    cdef int code = init_runs(r, &buf[0] if buf.shape[0] else NULL, buf.shape[0], pos, end, bit_width, count, room)
+    if code == 1:
+        raise _error(f"RLE/bit-packed run at byte {pos}: bit width {bit_width} is over 32")
+    if code == 2:
+        raise _error("RLE/bit-packed run: bounds outside the page")
     return 0
 
 

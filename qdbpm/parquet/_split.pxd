@@ -21,3 +21,6 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
                        SplitOut* out) noexcept nogil
 cdef void split_free(SplitOut* out) noexcept nogil
 cdef object split_result(SplitOut* out)
+cdef int lookup_split_c(const SplitOut* out, const uint8_t* src, int ptype, int max_def, int width,
+                        const void* known, Py_ssize_t nknown, const uint8_t* answers, uint8_t* keep,
+                        Py_ssize_t nrows) noexcept nogil

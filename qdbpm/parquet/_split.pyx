@@ -13,12 +13,14 @@ claim to decode to more than MAX_RATIO times its size (no Snappy block can), so 
 never allocate beyond that.
 """
 
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
 import os
 
+from ._pages cimport all_equal, lookup_runs
+from ._runs cimport RUN_OK, Runs, init_runs
 from ._snappy cimport block_length, decode_block
 from ._thrift cimport page_parser, read_page_header
 
@@ -30,6 +32,14 @@ cdef enum:
     PAGE_DICTIONARY = 2
     CODEC_UNCOMPRESSED = 0
     CODEC_SNAPPY = 1
+    PT_INT32 = 1
+    PT_INT64 = 2
+    PT_FLOAT = 4
+    PT_DOUBLE = 5
+    ENC_PLAIN = 0
+    ENC_PLAIN_DICTIONARY = 2
+    ENC_RLE = 3
+    ENC_RLE_DICTIONARY = 8
     MAX_RATIO = 22  # a Snappy copy of 64 bytes takes 3: no block decodes to more than ~21.4x its size
 
 
@@ -170,6 +180,105 @@ cdef void split_free(SplitOut* out) noexcept nogil:
     out.pages, out.decoded, out.npages, out.cap, out.decoded_size, out.used = NULL, NULL, 0, 0, 0, 0
 
 
+cdef const uint8_t* _page_bytes(const SplitOut* out, const uint8_t* src, const int64_t* row,
+                                Py_ssize_t* size) noexcept nogil:
+    """A walked page's body: decoded (row[12] its offset), or in place in the chunk."""
+    if row[12] < 0:
+        size[0] = row[3]
+        return src + row[0]
+    size[0] = row[2]
+    return out.decoded + row[12]
+
+
+cdef Py_ssize_t _find(const void* known, Py_ssize_t n, int width, const uint8_t* value) noexcept nogil:
+    """The index of `value` (`width` bytes, little-endian, as a signed integer) in the sorted
+    `known` (int32 or int64), or -1."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    cdef int32_t v4
+    cdef int64_t v8
+    if width == 4:
+        memcpy(&v4, value, 4)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if (<const int32_t*>known)[mid] < v4:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < n and (<const int32_t*>known)[lo] == v4 else -1
+    memcpy(&v8, value, 8)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if (<const int64_t*>known)[mid] < v8:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < n and (<const int64_t*>known)[lo] == v8 else -1
+
+
+cdef int lookup_split_c(const SplitOut* out, const uint8_t* src, int ptype, int max_def, int width,
+                        const void* known, Py_ssize_t nknown, const uint8_t* answers, uint8_t* keep,
+                        Py_ssize_t nrows) noexcept nogil:
+    """keep[row] &= the answer a Decider's memo gives the row's value, over a chunk walked into
+    `out` (src: its bytes): the filter pass `pages.lookup_and` makes with the memo's LUT
+    (`decider.Decider.lookup`), without the GIL. `known`: the memo's values, sorted, as signed
+    integers of `width` bytes, the width of the chunk's physical type `ptype` (INT32, FLOAT: 4;
+    INT64, DOUBLE: 8); `answers`: theirs. 0 when done; 1 where the Python
+    filter pass decides, `keep` then to be thrown away: a page not dictionary-encoded, a null
+    row, a value the memo has not decided, a malformed run or any other shape."""
+    cdef const int64_t* row
+    cdef const uint8_t* data
+    cdef Py_ssize_t size, dn, i, k, r0 = 0, pos, n
+    cdef uint8_t* lut
+    cdef uint32_t ln
+    cdef uint64_t bad
+    cdef Runs r
+    cdef int code = 0
+    if width != (4 if ptype == PT_INT32 or ptype == PT_FLOAT else 8 if ptype == PT_INT64 or ptype == PT_DOUBLE else 0) \
+            or nknown <= 0 or out.npages < 2 or max_def < 0 or max_def > 1:
+        return 1
+    row = out.pages
+    if row[1] != PAGE_DICTIONARY or (row[5] != ENC_PLAIN and row[5] != ENC_PLAIN_DICTIONARY) or row[4] < 0:
+        return 1
+    data = _page_bytes(out, src, row, &size)
+    dn = row[4]
+    if dn > size // width:
+        return 1
+    lut = <uint8_t*>malloc(dn + 1)
+    if lut == NULL:
+        return 1
+    for i in range(dn):
+        k = _find(known, nknown, width, data + i * width)
+        if k < 0:
+            free(lut)
+            return 1
+        lut[i] = answers[k]
+    for k in range(1, out.npages):
+        row = out.pages + k * PAGE_FIELDS
+        n = row[4]
+        if row[1] != PAGE_DATA or (row[5] != ENC_PLAIN_DICTIONARY and row[5] != ENC_RLE_DICTIONARY) \
+                or n <= 0 or n > nrows - r0:
+            code = 1
+            break
+        data = _page_bytes(out, src, row, &size)
+        pos = 0
+        if max_def:  # every row present (one run of level 1), as pages._levels finds it
+            if row[6] != ENC_RLE or size < 4:
+                code = 1
+                break
+            memcpy(&ln, data, 4)
+            if ln > size - 4 or init_runs(&r, data, size, 4, 4 + ln, 1, n, n) != 0 or not all_equal(&r, 1):
+                code = 1
+                break
+            pos = 4 + ln
+        if pos >= size or init_runs(&r, data, size, pos + 1, size, data[pos], n, n) != 0 \
+                or lookup_runs(&r, lut, dn, keep + r0, &bad) != RUN_OK:
+            code = 1
+            break
+        r0 += n
+    free(lut)
+    return 1 if code or r0 != nrows else 0
+
+
 cdef class Decoded:
     """Decoded page bytes (the kernel's buffer), owned: back to the cache with the last view of
     them. `size` bytes are the pages'; the buffer may be larger (`cap`)."""
@@ -222,3 +331,33 @@ def split_table(const uint8_t[::1] blob, int64_t num_values, int codec):
         return split_result(&out) if code == 0 else None
     finally:
         split_free(&out)
+
+
+def lookup_table(const uint8_t[::1] blob, int64_t num_values, int codec, int ptype, int max_def, known,
+                 const uint8_t[::1] answers):
+    """The chunk walk then `lookup_split_c` on `blob` with the GIL released (a test hook, as
+    `split_table`): the keep mask (uint8 per row, 1 where the memo's answer is), or None where
+    the Python filter pass decides. `known`: a sorted int32 or int64 array, `answers` theirs."""
+    cdef SplitOut out
+    cdef int code
+    cdef object parser = page_parser()
+    cdef void* p = <void*>parser
+    cdef const uint8_t* src = &blob[0] if blob.shape[0] else NULL
+    cdef Py_ssize_t n = blob.shape[0]
+    cdef const uint8_t[::1] bits = known.view("u1")
+    cdef int width = known.dtype.itemsize
+    cdef Py_ssize_t nknown = known.shape[0]
+    if answers.shape[0] < nknown or num_values < 0:
+        raise ValueError("lookup_table: fewer answers than values")
+    keep = bytearray(b"\x01" * num_values)
+    cdef uint8_t[::1] k = keep
+    cdef uint8_t* kp = &k[0] if num_values else NULL
+    cdef const void* kn = &bits[0] if bits.shape[0] else NULL
+    cdef const uint8_t* ans = &answers[0] if answers.shape[0] else NULL
+    out.pages, out.decoded, out.npages, out.cap, out.decoded_size, out.used = NULL, NULL, 0, 0, 0, 0
+    with nogil:
+        code = split_chunk_c(p, src, n, num_values, codec, &out)
+        if code == 0:
+            code = lookup_split_c(&out, src, ptype, max_def, width, kn, nknown, ans, kp, num_values)
+    split_free(&out)
+    return None if code else keep
