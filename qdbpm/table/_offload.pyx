@@ -18,11 +18,12 @@ the parent's generation then answer "not done here" (code 1), and their callers 
 from libc.errno cimport EINTR, errno
 from libc.stdint cimport int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 from posix.fcntl cimport O_CLOEXEC, O_NONBLOCK, O_RDONLY, open as c_open
 from posix.unistd cimport close as c_close, pread as c_pread
 
-from ..parquet._split cimport SplitOut, split_chunk_c, split_free, split_result
+from ..parquet._pages cimport mask_rows_c
+from ..parquet._split cimport SplitOut, lookup_split_c, split_chunk_c, split_free, split_result
 from ..parquet._thrift cimport page_parser
 from .._pthread cimport (pthread_cond_broadcast, pthread_cond_init, pthread_cond_signal, pthread_cond_t,
                         pthread_cond_wait, pthread_mutex_init, pthread_mutex_lock, pthread_mutex_t,
@@ -31,11 +32,24 @@ from .._pthread cimport (pthread_cond_broadcast, pthread_cond_init, pthread_cond
 cdef enum:
     J_READ = 1
     J_SPLIT = 2
+    J_FILTER = 3
     ST_QUEUED = 0
     ST_RUNNING = 1
     ST_DONE = 2
     ST_DROPPED = 3
     QCAP = 4096  # jobs queued at most; past it a job runs in the thread submitting it
+
+
+cdef struct FilterPart:  # a filter's chunk: its split, the Decider memo of its column, its rows
+    Job* split
+    int ptype
+    int max_def
+    int width
+    const void* known
+    Py_ssize_t nknown
+    const uint8_t* answers
+    int64_t row0
+    int64_t nrows
 
 
 cdef struct Job:
@@ -56,6 +70,9 @@ cdef struct Job:
     int codec
     void* parser
     SplitOut out
+    FilterPart* parts  # filter: its chunks; dst its keep mask (want rows), rows the rows kept (got)
+    Py_ssize_t nparts
+    int64_t* rows
 
 
 cdef pthread_mutex_t mu
@@ -83,6 +100,7 @@ cdef void _release(Job* j) noexcept nogil:
     j.refs -= 1
     if j.refs == 0:
         free(j.path)
+        free(j.parts)
         split_free(&j.out)
         free(j)
 
@@ -108,10 +126,32 @@ cdef int _read(Job* j) noexcept nogil:
     return 0 if j.got == j.want else 1
 
 
+cdef int _filter(Job* j) noexcept nogil:
+    """A unit's filter pass: each chunk's rows looked up (its split run first), then the rows kept."""
+    cdef Py_ssize_t i, k
+    cdef FilterPart* p
+    memset(j.dst, 1, j.want)
+    for i in range(j.nparts):
+        p = &j.parts[i]
+        _finish(p.split)
+        if p.split.state != ST_DONE or p.split.code != 0:
+            return 1
+        if lookup_split_c(&p.split.out, p.split.src, p.ptype, p.max_def, p.width, p.known, p.nknown, p.answers,
+                          j.dst + p.row0, p.nrows):
+            return 1
+    k = mask_rows_c(j.dst, j.want, j.rows, j.want)
+    if k < 0:
+        return 1
+    j.got = k
+    return 0
+
+
 cdef void _run(Job* j) noexcept nogil:
     """Run j, claimed by this thread (mu not held); a split's read has ended before."""
     if j.kind == J_READ:
         j.code = _read(j)
+    elif j.kind == J_FILTER:
+        j.code = _filter(j)
     elif j.dep != NULL and (j.dep.state != ST_DONE or j.dep.code != 0):
         j.code = 1  # its bytes were never read here
     else:
@@ -241,7 +281,8 @@ cdef Job* _new(int kind) except NULL:
     if j == NULL:
         raise MemoryError()
     j.kind, j.state, j.refs, j.code, j.gen = kind, ST_QUEUED, 1, 0, gen
-    j.path, j.dst, j.src, j.dep, j.parser = NULL, NULL, NULL, NULL, NULL
+    j.path, j.dst, j.src, j.dep, j.parser, j.parts, j.rows = NULL, NULL, NULL, NULL, NULL, NULL, NULL
+    j.nparts = 0
     j.start = j.want = j.got = j.n = j.num_values = j.codec = 0
     j.out.pages, j.out.decoded, j.out.npages, j.out.cap, j.out.decoded_size, j.out.used = NULL, NULL, 0, 0, 0, 0
     return j
@@ -297,3 +338,38 @@ def split(Handle source, const uint8_t[::1] buf, Py_ssize_t offset, Py_ssize_t n
     j.src = (&buf[0] + offset) if n else NULL
     j.n, j.num_values, j.codec, j.parser = n, num_values, codec, <void*>parser
     return _submit(j, (source, buf, parser))
+
+
+def filter(list parts, uint8_t[::1] keep, int64_t[::1] rows) -> Handle:
+    """A unit's filter pass on split chunks (`_split.lookup_split_c`), `keep` its mask: code 0
+    and the rows kept in rows[:got] (rows holds len(keep) + 8), else the Python pass decides.
+    `parts`: per chunk (its split's Handle, physical type, max_def, width, the memo's values as bytes and their
+    count, the memo's answers, its first row in the unit, its rows). Whoever takes a part's split
+    result waits for this first: the result moves the decoded pages out of the job."""
+    cdef Py_ssize_t n = keep.shape[0], i
+    cdef Handle h
+    cdef const uint8_t[::1] known, answers
+    cdef FilterPart* p
+    if rows.shape[0] < n + 8:
+        raise ValueError("filter: rows holds fewer than len(keep) + 8 values")
+    cdef Job* j = _new(J_FILTER)
+    j.parts = <FilterPart*>malloc(max(1, len(parts)) * sizeof(FilterPart))
+    if j.parts == NULL:
+        free(j)
+        raise MemoryError()
+    try:
+        for i, (split, ptype, max_def, width, known, nknown, answers, row0, nrows) in enumerate(parts):
+            h = split
+            if h.job.kind != J_SPLIT or width not in (4, 8) or nknown <= 0 or known.shape[0] != nknown * width \
+                    or answers.shape[0] < nknown or row0 < 0 or nrows < 0 or row0 > n - nrows:
+                raise ValueError("filter: a part outside its unit or memo")
+            p = &j.parts[i]
+            p.split, p.ptype, p.max_def, p.width, p.known, p.nknown = h.job, ptype, max_def, width, &known[0], nknown
+            p.answers, p.row0, p.nrows = &answers[0], row0, nrows
+    except BaseException:
+        free(j.parts)
+        free(j)
+        raise
+    j.nparts = len(parts)
+    j.dst, j.want, j.rows = (&keep[0] if n else NULL), n, &rows[0]
+    return _submit(j, (parts, keep, rows))

@@ -8,7 +8,7 @@ import numpy as np
 from ..parquet import pages
 from ..prune.arrow import to_arrow
 from ..prune.bind import literal_signature
-from ..prune.compiled import compiled, field_key
+from ..prune.compiled import arrow_key, compiled, field_key
 from ..prune.rows import by_column, truths
 
 
@@ -78,6 +78,14 @@ class Decider:
         if not (known[pos] == bits).all():
             return None
         return np.append(answers[pos], np.uint8(null))
+
+    def memo_of(self, field, kind, dtype):
+        """(values, answers) this memo holds for a column of `field` and `kind` whose dictionaries
+        hold `dtype` values (`key`'s key): the values as `_bits` gives them, sorted, for a lookup
+        without the GIL (`offload.kept`, the same answers as `lookup`'s); None when it has none."""
+        key = (field_key(field), kind, dtype.str)
+        hit = None if key in self.refused else self.memo.get(key)
+        return None if hit is None or not len(hit[0]) else (hit[0], hit[1])
 
     def size(self) -> int:
         """The values its memo holds, over every column."""
@@ -151,3 +159,18 @@ def _decider(residual, names, arrow_filter):
         return dict(zip(held, truths(d, [arrow_filter(groups[n], d.schema) for n in held])))
 
     return Decider(decide)
+
+
+def cached_filter(table, own, residual, schema):
+    """to_arrow(residual, schema), kept on the table (in `own`, a scan's, for an unhashable
+    literal): a scan's exact filter and its Deciders'. A function, not the scan's method: a
+    Decider keeps it, and a scan it pointed back to would be freed only by the cycle collector,
+    with its parts and their `_pm`."""
+    try:
+        return table.arrow_filter(residual, schema)
+    except TypeError:
+        key = (id(residual), arrow_key(schema))
+        expr = own.get(key)
+        if expr is None:
+            expr = own[key] = to_arrow(residual, schema)
+        return expr

@@ -206,7 +206,7 @@ def _length(v):
     return len(v.offsets) - 1 if isinstance(v, pages.Binary) else len(v.values)
 
 
-def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=True, split=None):
+def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=True, split=None, kept=None):
     """The filter pass decided per distinct value: (rows kept, per column its row groups' splits).
 
     `decide` (a `decider.Decider`): a column whose chunks are all dictionary pages is decided on its
@@ -214,7 +214,11 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
     then each row looks its index up as it is decoded (`pages.lookup_and`); any other column on
     its rows' values. The columns evaluated are padded with nulls to one length; the rows kept
     are those every column keeps. The chunks are split (decompressed) as `decode` splits
-    them, when `parallel`; `split()`, when given, returns them (`presplit`'s FILTER)."""
+    them, when `parallel`; `split()`, when given, returns them (`presplit`'s FILTER), and
+    `kept()` the rows its filter job kept with the Decider's memos (`offload.kept`), or None."""
+    rows = None if kept is None else kept()
+    if rows is not None:
+        return rows, split()
     starts = [0]  # each row group's first row in the unit (Python ints: numpy's cumsum costs ~8 us a unit)
     for r in rgs:
         starts.append(starts[-1] + int(pm.num_rows[r]))
@@ -285,13 +289,14 @@ def _held_fields(fields, ks, unscaled):
             [K.UNSCALED if _held(k, f, unscaled) else k for f, k in zip(fields, ks)])
 
 
-def per_value_pass(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide, parallel=True, split=None):
+def per_value_pass(pm, rgs, cols, blobs, fields, ks, all_null, unscaled, decide, parallel=True, split=None,
+                   kept=None):
     """`distinct_rows` over predicate columns `cols` (the DECIMALs in `unscaled` held as their
     unscaled int64s), or None where it cannot evaluate a column's values (an unused dictionary
     entry the filter fails on): then the whole filter decides over the rows."""
     f1, k1 = _held_fields(fields, ks, unscaled)
     try:
-        return distinct_rows(pm, rgs, cols, blobs, f1, k1, all_null, decide, parallel, split)
+        return distinct_rows(pm, rgs, cols, blobs, f1, k1, all_null, decide, parallel, split, kept)
     except (pa.ArrowException, Unsupported):
         return None
 
@@ -314,7 +319,17 @@ def _pool_share(sizes):
     return [j for lane in pool.balance(sizes, LANES)[1:] for j in lane]
 
 
-def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None) -> dict:
+def filter_memos(pm, cols, first, fields, ks, unscaled, decide):
+    """Per predicate column `first` of `cols` (`fields`, `ks`: theirs), the memo `decide` holds
+    for it (`Decider.memo_of`, as `distinct_rows` keys it), or None unless every one has one."""
+    at = [cols.index(c) for c in first]
+    f1, k1 = _held_fields([fields[i] for i in at], [ks[i] for i in at], unscaled)
+    dts = [pages.FIXED_DTYPES.get(int(pm.columns[c]["physical_type"])) for c in first]
+    memos = [None if dt is None else decide.memo_of(f, k, dt) for f, k, dt in zip(f1, k1, dts)]
+    return memos if first and None not in memos else None
+
+
+def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, memos=None) -> dict:
     """The pool's share of a filtered unit's columns, decompressed on the pool from now, for that
     unit's decode_filtered (`ready`), which then gathers every column in its own thread:
     {column: pool.Split} for the share of `later` (those not its predicate's), and under FILTER
@@ -332,7 +347,9 @@ def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None) -
     their sizes): the tasks read them first. `found`: the chunks' sources for the worker that
     never takes the GIL (`offload.sources`): the columns it takes are split there instead of on
     the pool, the predicate's too whatever their size (Q6 A/B: 1.108 for the share, 1.054 more for
-    the predicate's columns); None: the pool alone."""
+    the predicate's columns); None: the pool alone. `memos` (`filter_memos`): the filter pass
+    itself then runs on the worker too, queued right behind the predicate's columns
+    (`offload.kept`)."""
     all_null = set(all_null)
     sizes = _sizes(rgs, later, blobs, lengths)
     share = _pool_share(sizes)
@@ -342,6 +359,8 @@ def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None) -
     # on the worker, which costs this thread nothing; else on the pool where they are worth a lane,
     # or where the pool would otherwise idle on this unit
     ahead = own and found is not None and offload.split(pm, rgs, first, found, all_null, python)
+    if ahead and memos:
+        offload.kept(ahead, pm, rgs, first, memos)
     if ahead or own >= FILTER_AHEAD_BYTES or (own and not share and sum(sizes) + own >= PARALLEL_BYTES):
         out[FILTER] = ahead or pool.Split(python)
     for j in share:
@@ -395,7 +414,8 @@ def decode_filtered(pm, rgs, cols, blobs, fields, ks, all_null, pred_cols, match
     def filter_pass():  # (picks, the predicate's splits or None, the filter's table or None, rows)
         got = None if decide is None or not first else \
             per_value_pass(pm, rgs, pnames, blobs, pf, pk, all_null, unscaled, decide, not helpers,
-                           None if pre is None else lambda: pre.result(idle))
+                           None if pre is None else lambda: pre.result(idle),
+                           None if pre is None else lambda: pre.kept(idle))
         if got is not None:
             return _picks(pm, rgs, got[0]), got[1], None, got[0]
         t = predicate_table(pm, rgs, pnames, blobs, pf, pk, all_null, unscaled, parallel=not helpers)

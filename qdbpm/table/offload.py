@@ -27,6 +27,7 @@ from .ranges import chunks_in
 
 CODECS = (L.CODEC_SNAPPY, L.CODEC_UNCOMPRESSED)  # what `_split` decodes
 ENABLED = True  # False: reads and splits ahead stay on the Python pool (pool.Deferred, pool.Split)
+FILTER = True  # False: a unit's filter pass stays in the calling thread (`kept` queues nothing)
 
 _lock = threading.Lock()
 _running = False
@@ -139,14 +140,44 @@ def split(pm, rgs, cols, found, all_null, fallback, one=False):
     return Split(parts, len(rgs), fallback, one)
 
 
+def kept(split, pm, rgs, cols, memos):
+    """Queue a unit's filter pass on the worker, right behind `split` (`split`'s Split of its
+    predicate columns `cols` over row groups `rgs`): each row's value looked up in its column's
+    Decider memo (`memos`: per column, `Decider.memo_of`'s (values, answers)), the rows every
+    column keeps gathered (`_split.lookup_split_c`, `_pages.mask_rows_c`): what
+    `direct.distinct_rows` computes with those memos' LUTs. Not queued where a chunk is all null
+    (its null answer is the Python pass's). `split.kept` gives the rows."""
+    if not FILTER:
+        return
+    starts, parts = [0], []
+    for r in rgs:
+        starts.append(starts[-1] + int(pm.num_rows[r]))
+    for ci, (c, (known, answers)) in enumerate(zip(cols, memos)):
+        ptype, max_def = int(pm.columns[c]["physical_type"]), int(pm.columns[c]["max_def_level"])
+        bits = np.ascontiguousarray(known).view(np.uint8)
+        answers = np.ascontiguousarray(answers, np.uint8)
+        for i in range(len(rgs)):
+            p = split.parts[ci * split.width + i]
+            if p is None:
+                return
+            parts.append((p[5], ptype, max_def, known.dtype.itemsize, bits, len(known), answers, starts[i],
+                          starts[i + 1] - starts[i]))
+    n = starts[-1]
+    keep, rows = buffers.empty(n, np.uint8), buffers.empty(n + 8, np.int64)
+    try:
+        split.rows = (_offload.filter(parts, keep, rows), rows)
+    except ValueError:  # a memo of another width: the Python pass
+        pass
+
+
 class Split:
     """pool.Split's interface (`steal`, `result`, `fu.cancel`) over the split jobs of columns,
-    one per row group each."""
+    one per row group each; with `kept`'s filter job, `kept` too."""
 
-    __slots__ = ("parts", "width", "fallback", "one", "got")
+    __slots__ = ("parts", "width", "fallback", "one", "got", "rows")
 
     def __init__(self, parts, width, fallback, one):
-        self.parts, self.width, self.fallback, self.one, self.got = parts, width, fallback, one, None
+        self.parts, self.width, self.fallback, self.one, self.got, self.rows = parts, width, fallback, one, None, None
 
     @property
     def fu(self):
@@ -156,10 +187,23 @@ class Split:
         return self
 
     def cancel(self):
+        if self.rows is not None:
+            self.rows[0].drop()
         for p in self.parts:
             if p is not None:
                 p[5].drop()
         return False
+
+    def kept(self, idle=None):
+        """The rows the unit's filter job kept (`kept`), or None where there is none or it
+        declined: the filter pass then runs in Python."""
+        if self.rows is None:
+            return None
+        job, rows = self.rows
+        if not job.steal():
+            while not job.done() and idle is not None and idle():
+                pass
+        return rows[:job.got] if job.wait() == 0 else None
 
     def steal(self) -> bool:
         return any(p is not None and p[5].steal() for p in self.parts)
@@ -172,6 +216,8 @@ class Split:
         return self.got.result()
 
     def _take(self, idle):
+        if self.rows is not None:
+            self.rows[0].wait()  # it reads the splits' pages, which taking a result moves out of the jobs
         got = []
         for p in self.parts:
             if p is None:

@@ -282,6 +282,10 @@ class Split:
                 pass
         return self.fu.result()
 
+    def kept(self, idle=None):
+        """No filter pass runs here (offload.Split's may): the caller's pass decides."""
+        return None
+
 
 def drop_all(started):
     """Drop every Split of `started` (as steal_one's) the pool has not started: a stream that

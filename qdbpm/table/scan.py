@@ -20,15 +20,13 @@ import pyarrow as pa
 
 from ..errors import ParquetFormatError, PmError
 from ..prune import expr as E
-from ..prune.arrow import to_arrow
 from ..prune.bind import bind
-from ..prune.compiled import arrow_key
 from ..prune.rules import classify
 from ..prune.rows import unscaled_ok, without_proven
 from ..prune.staged import matching
 from ..prune.filters import as_predicate
 from . import decision, direct, offload, pool
-from .decider import decider_for
+from .decider import cached_filter, decider_for
 from .kinds import kinds
 from .native import skipped_metadata
 from .decode import decode_chunks, decode_partition, filter_rows, filterable, late_columns, strict_views
@@ -360,7 +358,7 @@ class Scan:
         return len(matching(t, p.residual, self._filter, f"partition {p.name!r}"))
 
     def _filter(self, residual, schema):
-        return _arrow_filter(self.table, self._filters, residual, schema)
+        return cached_filter(self.table, self._filters, residual, schema)
 
     def _decode(self, unit, blobs, ready=None, idle=None) -> pa.Table:
         """The unit's rows that match, with the key columns of `columns` (the exact filter reads
@@ -414,7 +412,7 @@ class Scan:
         got = self._deciders.get(key, False)
         if got is False:
             got = self._deciders[key] = None if p.needs else \
-                decider_for(self._groups, p.residual, names, partial(_arrow_filter, self.table, self._filters))
+                decider_for(self._groups, p.residual, names, partial(cached_filter, self.table, self._filters))
         return got
 
     def _presplit(self, unit, blobs):
@@ -431,8 +429,12 @@ class Scan:
             return None
         later = [c for c in unit.columns if c not in p.pred_set]
         # the predicate's columns too, where the filter pass is distinct_rows' (it takes them split)
-        first = [c for c in unit.columns if c in p.pred_set] if self._decider(p) is not None else []
-        return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null, lengths, found)
+        decide, (fields, ks) = self._decider(p), self._taken[id(unit)]
+        first = [c for c in unit.columns if c in p.pred_set] if decide is not None else []
+        # on the worker, the filter pass itself too, where the Decider's memos answer
+        memos = found and direct.filter_memos(unit.pm, unit.columns, first, fields, ks, self._unscaled_of(p, fields), decide)
+        return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null, lengths, found,
+                               memos or None)
 
     def _decode_direct(self, unit, blobs, p, fields, ks, filtered, ready=None, idle=None):
         """`_decode` without pyarrow's reader (`direct`), or None where a chunk turns out not to be
@@ -441,15 +443,19 @@ class Scan:
             if not filtered:
                 arrays = direct.decode(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks, unit.plan.all_null)
                 return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-            key = (id(p.residual), tuple(fields))  # the residual is alive with p
-            unscaled = self._unscaled.get(key)
-            if unscaled is None:
-                unscaled = self._unscaled[key] = unscaled_ok(p.residual, pa.schema(fields))
+            unscaled = self._unscaled_of(p, fields)
             return direct.decode_filtered(unit.pm, unit.row_groups, unit.columns, blobs, fields, ks,
                                           unit.plan.all_null, p.pred_set, lambda t: self._matching(p, t),
                                           unscaled, self._decider(p), returned=p.want_set, ready=ready, idle=idle)
         except (direct.Unsupported, ParquetFormatError):
             return None
+
+    def _unscaled_of(self, p, fields):
+        """prune.rows.unscaled_ok of p's residual over `fields`, worked out once."""
+        key = (id(p.residual), tuple(fields))  # the residual is alive with p
+        if key not in self._unscaled:
+            self._unscaled[key] = unscaled_ok(p.residual, pa.schema(fields))
+        return self._unscaled[key]
 
     def _batches(self):
         arrow_pool, freed = pa.default_memory_pool(), 0
@@ -485,16 +491,3 @@ class Scan:
     def __repr__(self):
         return f"<Scan {self.table.root!r} where={self.predicate!r} columns={self.columns}>"
 
-
-def _arrow_filter(table, own, residual, schema):
-    """to_arrow(residual, schema), kept on the table (in `own`, a scan's, for an unhashable
-    literal). A function, not the scan's method: a Decider keeps it, and a scan it pointed back
-    to would be freed only by the cycle collector, with its parts and their `_pm`."""
-    try:
-        return table.arrow_filter(residual, schema)
-    except TypeError:
-        key = (id(residual), arrow_key(schema))
-        expr = own.get(key)
-        if expr is None:
-            expr = own[key] = to_arrow(residual, schema)
-        return expr

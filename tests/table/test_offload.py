@@ -229,3 +229,30 @@ def test_a_scan_leaves_nothing_to_the_cycle_collector(tmp_path, lanes):
     finally:
         gc.enable()
     assert lanes["worker"] > 0
+
+
+@pytest.mark.parametrize("codec", ["snappy", "none"])
+def test_the_filter_pass_on_the_worker_keeps_the_rows_pyarrow_keeps(tmp_path, lanes, monkeypatch, codec):
+    """Once the Decider's memo holds a predicate column's values, a unit's filter pass runs on
+    the worker (offload.kept): the rows read equal pyarrow's with it on and off; a memo lacking
+    a unit's values (k, price: new in every unit) leaves the pass to Python."""
+    root = str(tmp_path / "t")
+    whole = _table(root, codec=codec)
+    taken = {True: 0, False: 0}
+    real = offload.Split.kept
+
+    def counted(self, idle=None):
+        got = real(self, idle)
+        taken[offload.FILTER] += got is not None
+        return got
+
+    monkeypatch.setattr(offload.Split, "kept", counted)
+    queries = [("q BETWEEN 5 AND 7", ["k", "price"]), ("q < 24 AND k > 4000", ["k", "q", "price"]),
+               ("price > 1200 AND q >= 40", ["note", "q"]), ("q IN (1, 3, 49)", ["q"])]
+    for on in (True, False):
+        monkeypatch.setattr(offload, "FILTER", on)
+        for where, cols in queries:
+            want = whole.filter(to_arrow(where_text(where), whole.schema)).select(cols)
+            for _ in range(2):  # the second read finds every unit's values in the memo
+                assert same(read_table(root, cols, where), want), (codec, on, where)
+    assert taken[True] > 0 and taken[False] == 0
