@@ -43,7 +43,7 @@ class Decider:
         dt = values[0].dtype if values else None
         if values and any(v.dtype != dt for v in values):
             return None, None
-        key = (field_key(field), kind, None if dt is None else dt.str)  # an unscaled field's scale included
+        key = memo_key(field, kind, dt)  # an unscaled field's scale included
         if key in self.refused:
             return None, None
         return key, (None if not values else values[0] if len(values) == 1 else np.concatenate(values))
@@ -79,13 +79,12 @@ class Decider:
             return None
         return np.append(answers[pos], np.uint8(null))
 
-    def memo_of(self, field, kind, dtype):
-        """(values, answers) this memo holds for a column of `field` and `kind` whose dictionaries
-        hold `dtype` values (`key`'s key): the values as `_bits` gives them, sorted, for a lookup
-        without the GIL (`offload.kept`, the same answers as `lookup`'s); None when it has none."""
-        key = (field_key(field), kind, dtype.str)
+    def memo_at(self, key):
+        """(values, answers) this memo holds under `key` (`memo_key`): the values as `_bits` gives
+        them, sorted, for a lookup without the GIL (`offload.kept`, the same answers as
+        `lookup`'s); None when it has none."""
         hit = None if key in self.refused else self.memo.get(key)
-        return None if hit is None or not len(hit[0]) else (hit[0], hit[1])
+        return None if hit is None or not len(hit[0]) else hit[:2]
 
     def size(self) -> int:
         """The values its memo holds, over every column."""
@@ -108,6 +107,11 @@ class Decider:
             self.memo.clear()
         answers = answers[first]
         self.memo[key] = (known, answers, lut[-1], dict(zip(known.tolist(), answers.tolist())))
+
+
+def memo_key(field, kind, dtype):
+    """The memo's key of a column of `field` and `kind` whose dictionaries hold `dtype` values."""
+    return field_key(field), kind, None if dtype is None else dtype.str
 
 
 KEPT = 32  # Deciders kept for the process (`decider_for`); past it the cache starts over,

@@ -24,6 +24,7 @@ from ..parquet import pages
 from ..pm import layout as L
 from ..prune.rows import unscaled_field
 from . import _decimals, kinds as K, offload, pool
+from .decider import memo_key
 
 Unsupported = pages.Unsupported
 
@@ -319,14 +320,18 @@ def _pool_share(sizes):
     return [j for lane in pool.balance(sizes, LANES)[1:] for j in lane]
 
 
-def filter_memos(pm, cols, first, fields, ks, unscaled, decide):
-    """Per predicate column `first` of `cols` (`fields`, `ks`: theirs), the memo `decide` holds
-    for it (`Decider.memo_of`, as `distinct_rows` keys it), or None unless every one has one."""
-    at = [cols.index(c) for c in first]
-    f1, k1 = _held_fields([fields[i] for i in at], [ks[i] for i in at], unscaled)
-    dts = [pages.FIXED_DTYPES.get(int(pm.columns[c]["physical_type"])) for c in first]
-    memos = [None if dt is None else decide.memo_of(f, k, dt) for f, k, dt in zip(f1, k1, dts)]
-    return memos if first and None not in memos else None
+def filter_memos(pm, cols, first, fields, ks, unscaled, decide, cache):
+    """Per predicate column `first` of `cols` (`fields`, `ks`: theirs), `decide`'s memo of it (keyed
+    as `distinct_rows` keys it), or None unless each has one; `cache` (a scan's) keeps the keys."""
+    got = cache.get((id(fields), tuple(first), id(unscaled)))
+    if got is None:
+        at = [cols.index(c) for c in first]
+        f1, k1 = _held_fields([fields[i] for i in at], [ks[i] for i in at], unscaled)
+        dts = [pages.FIXED_DTYPES.get(int(pm.columns[c]["physical_type"])) for c in first]
+        keys = None if None in dts else [memo_key(f, k, dt) for f, k, dt in zip(f1, k1, dts)]
+        got = cache[id(fields), tuple(first), id(unscaled)] = (fields, unscaled, keys)  # holds what the ids name
+    memos = None if not first or got[2] is None else [decide.memo_at(k) for k in got[2]]
+    return memos if memos and None not in memos else None
 
 
 def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, memos=None) -> dict:
@@ -338,11 +343,9 @@ def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, m
     the pool has no share. A scan starts the next units' before decoding the current one: the pool
     decompresses while this thread filters and gathers (TPC-H Q6: the next months' price pages),
     and this thread, waiting for the pool, splits a later unit's column the pool has not
-    started. Smaller predicate columns beside a share this thread splits itself: it took most of
-    those Splits anyway (the pool still on the unit before), their pages are then in its own
-    cache for the filter, and the pool's queue holds only its share, one GIL hand-off fewer per
-    unit (Q6 A/B 1.025, 1.037, 1.033; a pyarrow-written table 1.001, and 1.005 where its
-    predicate column is a large float column, which stays on the pool: 0.84 when it did not).
+    started. Smaller predicate columns beside a share this thread splits itself (the pool still
+    on the unit before, it took most of them anyway; Q6 A/B 1.025-1.037; a large float predicate
+    column stays on the pool: 0.84 when it did not).
     `blobs`: the unit's chunks, or a callable reading them (`pipeline.ahead_chunks`; `lengths`,
     their sizes): the tasks read them first. `found`: the chunks' sources for the worker that
     never takes the GIL (`offload.sources`): the columns it takes are split there instead of on

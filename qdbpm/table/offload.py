@@ -143,7 +143,7 @@ def split(pm, rgs, cols, found, all_null, fallback, one=False):
 def kept(split, pm, rgs, cols, memos):
     """Queue a unit's filter pass on the worker, right behind `split` (`split`'s Split of its
     predicate columns `cols` over row groups `rgs`): each row's value looked up in its column's
-    Decider memo (`memos`: per column, `Decider.memo_of`'s (values, answers)), the rows every
+    Decider memo (`memos`: per column, `Decider.memo_at`'s (values, answers)), the rows every
     column keeps gathered (`_split.lookup_split_c`, `_pages.mask_rows_c`): what
     `direct.distinct_rows` computes with those memos' LUTs. Not queued where a chunk is all null
     (its null answer is the Python pass's). `split.kept` gives the rows."""
@@ -152,21 +152,20 @@ def kept(split, pm, rgs, cols, memos):
     starts, parts = [0], []
     for r in rgs:
         starts.append(starts[-1] + int(pm.num_rows[r]))
-    for ci, (c, (known, answers)) in enumerate(zip(cols, memos)):
-        ptype, max_def = int(pm.columns[c]["physical_type"]), int(pm.columns[c]["max_def_level"])
-        bits = np.ascontiguousarray(known).view(np.uint8)
-        answers = np.ascontiguousarray(answers, np.uint8)
-        for i in range(len(rgs)):
-            p = split.parts[ci * split.width + i]
-            if p is None:
-                return
-            parts.append((p[5], ptype, max_def, known.dtype.itemsize, bits, len(known), answers, starts[i],
-                          starts[i + 1] - starts[i]))
-    n = starts[-1]
-    keep, rows = buffers.empty(n, np.uint8), buffers.empty(n + 8, np.int64)
     try:
+        for ci, (c, (known, answers)) in enumerate(zip(cols, memos)):
+            ptype, max_def = int(pm.columns[c]["physical_type"]), int(pm.columns[c]["max_def_level"])
+            bits = known.view(np.uint8)  # the memo's arrays are contiguous (np.unique's)
+            for i in range(len(rgs)):
+                p = split.parts[ci * split.width + i]
+                if p is None:
+                    return
+                parts.append((p[5], ptype, max_def, known.dtype.itemsize, bits, len(known), answers, starts[i],
+                              starts[i + 1] - starts[i]))
+        n = starts[-1]
+        keep, rows = buffers.empty(n, np.uint8), buffers.empty(n + 8, np.int64)
         split.rows = (_offload.filter(parts, keep, rows), rows)
-    except ValueError:  # a memo of another width: the Python pass
+    except ValueError:  # a memo the kernel cannot read (another width, not contiguous): the Python pass
         pass
 
 

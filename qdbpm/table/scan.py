@@ -136,6 +136,7 @@ class Scan:
         self._groups = {}  # decider.decider_for's cache
         self._deciders = {}  # (id of a residual, its columns) -> _decider's answer
         self._unscaled = {}  # (id of a residual, the unit's fields) -> unscaled_ok's answer
+        self._memo_keys = {}  # direct.filter_memos' cache
         self._taken = {}  # id(unit) -> _direct_kinds' answer, from _presplit until the unit's decode
 
     # -- the decision ---------------------------------------------------------------------------
@@ -432,7 +433,8 @@ class Scan:
         decide, (fields, ks) = self._decider(p), self._taken[id(unit)]
         first = [c for c in unit.columns if c in p.pred_set] if decide is not None else []
         # on the worker, the filter pass itself too, where the Decider's memos answer
-        memos = found and direct.filter_memos(unit.pm, unit.columns, first, fields, ks, self._unscaled_of(p, fields), decide)
+        memos = found and direct.filter_memos(unit.pm, unit.columns, first, fields, ks, self._unscaled_of(p, fields),
+                                              decide, self._memo_keys)
         return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null, lengths, found,
                                memos or None)
 
