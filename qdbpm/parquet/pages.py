@@ -5,9 +5,8 @@ BYTE_ARRAY, data pages v1 and v2, any codec pyarrow ships but Hadoop's framed LZ
 `read_chunk` takes the chunk's bytes and, optionally, the rows to keep: a late reader decodes a
 column's every value only when it needs them (dictionary indices, levels) and gathers the kept
 rows' values without building the rest. Anything outside those shapes raises `Unsupported`; a
-malformed page raises ParquetFormatError (the kernel `_pages` checks every read). Callers fall
-back to pyarrow's reader for both, so its verdict on an odd or broken chunk stays the one users get.
-"""
+malformed page ParquetFormatError (the kernel `_pages` checks every read). Callers fall back to
+pyarrow's reader for both: its verdict on an odd or broken chunk stays the one users get."""
 
 from __future__ import annotations
 
@@ -29,7 +28,8 @@ PAGE_DATA, PAGE_INDEX, PAGE_DICTIONARY, PAGE_DATA_V2 = 0, 1, 2, 3
 FIXED_DTYPES = {L.PT_INT32: np.dtype("<i4"), L.PT_INT64: np.dtype("<i8"), L.PT_FLOAT: np.dtype("<f4"),
                 L.PT_DOUBLE: np.dtype("<f8")}
 SUPPORTED_TYPES = frozenset(FIXED_DTYPES) | {L.PT_BYTE_ARRAY}
-_DICTIONARY_ENCODINGS = (ENCODING_PLAIN_DICTIONARY, ENCODING_RLE_DICTIONARY)
+DICTIONARY_ENCODINGS = (ENCODING_PLAIN_DICTIONARY, ENCODING_RLE_DICTIONARY)
+rle_pick = _pages.rle_pick  # a page's dictionary indexes at picked rows (also table/build.kept_array's)
 _CODECS = {L.CODEC_SNAPPY: "snappy", L.CODEC_GZIP: "gzip", L.CODEC_BROTLI: "brotli", L.CODEC_ZSTD: "zstd",
            L.CODEC_LZ4_RAW: "lz4_raw"}  # Parquet LZ4_RAW is the raw block format; pyarrow "lz4" is frames
 # One codec object per thread: Arrow's codecs keep stream state (zlib's z_stream) that two
@@ -339,7 +339,7 @@ def _dictionary_values(split):
 def dictionary_entries(split: Split):
     """The chunk's dictionary as a `Fixed` / `Binary` when every data page of the chunk is
     dictionary-encoded, None otherwise: what a filter can decide once per entry (`lookup_and`)."""
-    if split.dictionary is None or any(pg.encoding not in _DICTIONARY_ENCODINGS for pg in split.pages):
+    if split.dictionary is None or any(pg.encoding not in DICTIONARY_ENCODINGS for pg in split.pages):
         return None
     dvals = _dictionary_values(split)
     return _take(*dvals, None, None) if split.ptype == L.PT_BYTE_ARRAY else Fixed(dvals, None)
@@ -402,7 +402,7 @@ def chunk_values(split: Split, rows=None):
 def _page_values(pg, local, ptype, dvals):
     picks, count = _value_picks(pg, local)  # picks None: the values are the rows, in order
     nulls = picks < 0 if count != pg.n else None
-    if pg.encoding in _DICTIONARY_ENCODINGS:
+    if pg.encoding in DICTIONARY_ENCODINGS:
         if dvals is None:
             raise ParquetFormatError("dictionary-encoded page in a chunk without a dictionary page")
         if pg.pos >= pg.end:

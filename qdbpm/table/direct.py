@@ -23,7 +23,7 @@ from .. import buffers
 from ..parquet import pages
 from ..pm import layout as L
 from ..prune.rows import unscaled_field
-from . import _decimals, kinds as K, offload, pool
+from . import build, kinds as K, offload, pool
 from .decider import memo_key
 
 Unsupported = pages.Unsupported
@@ -39,60 +39,6 @@ CHEAP_FILTER = 1 / 4
 # from this many compressed bytes (`presplit`); smaller, this thread splits them itself.
 FILTER_AHEAD_BYTES = PARALLEL_BYTES
 FILTER = "filter"  # presplit's key of the predicate's columns (columns are numbers)
-
-
-def _validity(valid):
-    if valid is None:
-        return None, 0
-    n = len(valid)
-    nulls = n - int(np.count_nonzero(valid))
-    return (pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None), nulls
-
-
-def _array(v, kind, t, ptype):
-    """One Arrow array of type `t` from decoded values `v` (pages.Fixed / Binary)."""
-    if kind == K.BINARY:
-        n = len(v.offsets) - 1
-        bitmap, nulls = _validity(v.valid)
-        large = t in (pa.large_string(), pa.large_binary())
-        if not large and v.offsets[-1] > np.iinfo(np.int32).max:
-            raise Unsupported("over 2 GiB of strings in one array")
-        offsets = v.offsets if large else _narrow(v.offsets)
-        # No UTF-8 check: pyarrow's reader gives a string column's bytes as stored, valid or not
-        # (tests/table/test_direct.py), and so does this.
-        return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(v.data)], nulls)
-    n = len(v.values)
-    bitmap, nulls = _validity(v.valid)
-    if kind == K.UNSCALED:
-        return pa.Array.from_buffers(pa.int64(), n, [bitmap, pa.py_buffer(_aligned(v.values.astype(np.int64, copy=False)))],
-                                     nulls)
-    if kind == K.DECIMAL:
-        wide = buffers.empty(2 * n, np.int64)
-        _decimals.widen(np.ascontiguousarray(v.values), wide)
-        return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(wide)], nulls)
-    return pa.Array.from_buffers(t, n, [bitmap, pa.py_buffer(_aligned(np.ascontiguousarray(v.values)))], nulls)
-
-
-ALIGNMENT = 8  # bytes: Arrow's least (its allocations are 64-byte aligned)
-
-
-def _aligned(values):
-    """`values` when its data starts on an ALIGNMENT boundary, else an aligned copy. A PLAIN page's
-    values are a view of the page from where its levels end (any byte), and a misaligned Arrow
-    buffer makes Acero print a warning per batch (the filter pass's tables go through it) and may
-    be refused by a consumer that requires alignment."""
-    if values.__array_interface__["data"][0] % ALIGNMENT == 0:
-        return values
-    out = buffers.empty(len(values), values.dtype)
-    np.copyto(out, values)
-    return out
-
-
-def _narrow(offsets):
-    """int64 offsets (the last at most int32's max, checked by the caller) as int32."""
-    out = buffers.empty(len(offsets), np.int32)
-    np.copyto(out, offsets, casting="unsafe")
-    return out
 
 
 def _splits(pm, rgs, c, blobs, all_null, picks=None):
@@ -117,7 +63,12 @@ def _column(pm, rgs, c, f, k, splits, picks):
     chunked array of `f`'s type. The kept rows of consecutive row groups are joined into one
     array (one build; a broad filter keeps a few rows of each of many small row groups) while
     they number no more than the fewest rows among those row groups: a chunk, and so a batch of
-    Scan.to_reader, never holds more rows than a row group."""
+    Scan.to_reader, never holds more rows than a row group. A lone row group's chunk of one page
+    is gathered in one call (`build.kept_array`) where it can be."""
+    if len(rgs) == 1 and splits[0] is not None and picks[0] is not None and len(picks[0]):
+        got = build.kept_array(splits[0], np.ascontiguousarray(picks[0], np.int64), k, f.type)
+        if got is not None:
+            return pa.chunked_array([got], f.type)
     ptype = int(pm.columns[c]["physical_type"])
     chunks, group, kept, cap = [], [], 0, 0
     for i, r in enumerate(rgs):
@@ -143,11 +94,11 @@ def _joined(group, k, t, ptype) -> list:
     """The arrays of `group` (chunk_values' answers): one, joined, unless its strings pass int32
     offsets, then one per piece."""
     if len(group) < 2:
-        return [_array(v, k, t, ptype) for v in group]
+        return [build.array(v, k, t, ptype) for v in group]
     got = pages.concat(group, ptype)
     if isinstance(got, pages.Binary) and got.offsets[-1] > np.iinfo(np.int32).max:
-        return [_array(v, k, t, ptype) for v in group]
-    return [_array(got, k, t, ptype)]
+        return [build.array(v, k, t, ptype) for v in group]
+    return [build.array(got, k, t, ptype)]
 
 
 def _picks(pm, rgs, rows):
@@ -244,8 +195,8 @@ def distinct_rows(pm, rgs, cols, blobs, fields, ks, all_null, decide, parallel=T
             luts[f.name] = hit
             continue
         ptype = int(pm.columns[c]["physical_type"])
-        arrays = [_array(g, k, f.type, ptype) for g in got if g is not None]
-        todo.append((f, pa.concat_arrays(arrays) if arrays else pa.array([], f.type), (key, values)))
+        built = [build.array(g, k, f.type, ptype) for g in got if g is not None]
+        todo.append((f, pa.concat_arrays(built) if built else pa.array([], f.type), (key, values)))
     if todo:
         # + the dictionaries' null entry
         width = max(len(d) + (f.name in index) for f, d, _ in todo)
@@ -497,4 +448,4 @@ def _widen(col, t):
     a = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     valid = None if a.null_count == 0 else a.is_valid().to_numpy(zero_copy_only=False)
     values = a.fill_null(0).to_numpy() if a.null_count else a.to_numpy()
-    return pa.chunked_array([_array(pages.Fixed(values, valid), K.DECIMAL, t, L.PT_INT64)], t)
+    return pa.chunked_array([build.array(pages.Fixed(values, valid), K.DECIMAL, t, L.PT_INT64)], t)

@@ -10,7 +10,7 @@ import pytest
 
 import qdbpm
 from qdbpm.sync.generate import generate
-from qdbpm.table import direct
+from qdbpm.table import build
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_a_misaligned_view_is_copied_once_an_aligned_one_is_not():
     raw = np.zeros(8 * 11, np.uint8)
     view = raw[3:3 + 40].view(np.int32)
     assert view.__array_interface__["data"][0] % 8
-    got = direct._aligned(view)
+    got = build.aligned(view)
     assert got.__array_interface__["data"][0] % 8 == 0 and np.array_equal(got, view)
     aligned = raw[8:48].view(np.int64)
-    assert direct._aligned(aligned) is aligned
+    assert build.aligned(aligned) is aligned

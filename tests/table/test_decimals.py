@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from qdbpm.table import _decimals
-from qdbpm.table.direct import _array
+from qdbpm.table.build import array
 from qdbpm.table.kinds import DECIMAL
 from qdbpm.parquet import pages
 from qdbpm.pm import layout as L
@@ -41,11 +41,11 @@ def test_widen_refuses_a_wrong_size():
 @pytest.mark.parametrize("ptype,dtype,t", [(L.PT_INT32, np.int32, pa.decimal128(9, 2)),
                                            (L.PT_INT64, np.int64, pa.decimal128(18, 4))])
 def test_array_equals_pyarrow(ptype, dtype, t):
-    """direct._array's decimal column is the one pyarrow builds from the same unscaled values."""
+    """build.array's decimal column is the one pyarrow builds from the same unscaled values."""
     rng = np.random.default_rng(5)
     lim = 10 ** t.precision - 1
     v = rng.integers(-lim, lim, 500, endpoint=True).astype(dtype)
     valid = rng.random(500) > 0.2
-    got = _array(pages.Fixed(v, valid), DECIMAL, t, ptype)
+    got = array(pages.Fixed(v, valid), DECIMAL, t, ptype)
     want = pa.array([Decimal(int(x)).scaleb(-t.scale) if ok else None for x, ok in zip(v, valid)], t)
     assert got.type == t and got.equals(want)
