@@ -135,7 +135,7 @@ class Scan:
         self._filters = {}  # (residual id, decoded schema) -> the residual as an Arrow expression
         self._groups = {}  # decider.decider_for's cache
         self._deciders = {}  # (id of a residual, its columns) -> _decider's answer
-        self._unscaled = {}  # (id of a residual, the unit's fields) -> unscaled_ok's answer
+        self._unscaled = {}  # (ids of a residual and the unit's fields) -> (fields, unscaled_ok's answer)
         self._memo_keys = {}  # direct.filter_memos' cache
         self._taken = {}  # id(unit) -> _direct_kinds' answer, from _presplit until the unit's decode
 
@@ -453,11 +453,12 @@ class Scan:
             return None
 
     def _unscaled_of(self, p, fields):
-        """prune.rows.unscaled_ok of p's residual over `fields`, worked out once."""
-        key = (id(p.residual), tuple(fields))  # the residual is alive with p
+        """prune.rows.unscaled_ok of p's residual over `fields` (a file schema's list), worked out
+        once; keyed by identity (hashing pyarrow fields costs ~10 us a unit), the list kept with it."""
+        key = (id(p.residual), id(fields))  # the residual is alive with p
         if key not in self._unscaled:
-            self._unscaled[key] = unscaled_ok(p.residual, pa.schema(fields))
-        return self._unscaled[key]
+            self._unscaled[key] = (fields, unscaled_ok(p.residual, pa.schema(fields)))
+        return self._unscaled[key][1]
 
     def _batches(self):
         arrow_pool, freed = pa.default_memory_pool(), 0
