@@ -190,29 +190,33 @@ cdef const uint8_t* _page_bytes(const SplitOut* out, const uint8_t* src, const i
     return out.decoded + row[12]
 
 
+ctypedef fused signed_int:
+    int32_t
+    int64_t
+
+
+cdef Py_ssize_t _search(const signed_int* known, Py_ssize_t n, signed_int v) noexcept nogil:
+    """The index of v in the sorted known[:n], or -1."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if known[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < n and known[lo] == v else -1
+
+
 cdef Py_ssize_t _find(const void* known, Py_ssize_t n, int width, const uint8_t* value) noexcept nogil:
     """The index of `value` (`width` bytes, little-endian, as a signed integer) in the sorted
     `known` (int32 or int64), or -1."""
-    cdef Py_ssize_t lo = 0, hi = n, mid
     cdef int32_t v4
     cdef int64_t v8
     if width == 4:
         memcpy(&v4, value, 4)
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if (<const int32_t*>known)[mid] < v4:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo if lo < n and (<const int32_t*>known)[lo] == v4 else -1
+        return _search(<const int32_t*>known, n, v4)
     memcpy(&v8, value, 8)
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if (<const int64_t*>known)[mid] < v8:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < n and (<const int64_t*>known)[lo] == v8 else -1
+    return _search(<const int64_t*>known, n, v8)
 
 
 cdef int lookup_split_c(const SplitOut* out, const uint8_t* src, int ptype, int max_def, int width,
@@ -315,18 +319,24 @@ cdef object split_result(SplitOut* out):
     return pages, d
 
 
-def split_table(const uint8_t[::1] blob, int64_t num_values, int codec):
-    """The kernel on `blob` (a chunk's bytes) with the GIL released: `split_result`'s answer, or
-    None where the Python walk decides (tests hold it to `pages._split_pages`)."""
-    cdef SplitOut out
-    cdef int code
+cdef int _walked(const uint8_t[::1] blob, int64_t num_values, int codec, SplitOut* out):
+    """split_chunk_c on `blob` with the GIL released (`out` zeroed here; split_free frees it)."""
     cdef object parser = page_parser()
     cdef void* p = <void*>parser
     cdef const uint8_t* src = &blob[0] if blob.shape[0] else NULL
     cdef Py_ssize_t n = blob.shape[0]
+    cdef int code
     out.pages, out.decoded, out.npages, out.cap, out.decoded_size, out.used = NULL, NULL, 0, 0, 0, 0
     with nogil:
-        code = split_chunk_c(p, src, n, num_values, codec, &out)
+        code = split_chunk_c(p, src, n, num_values, codec, out)
+    return code
+
+
+def split_table(const uint8_t[::1] blob, int64_t num_values, int codec):
+    """The kernel on `blob` (a chunk's bytes) with the GIL released: `split_result`'s answer, or
+    None where the Python walk decides (tests hold it to `pages._split_pages`)."""
+    cdef SplitOut out
+    cdef int code = _walked(blob, num_values, codec, &out)
     try:
         return split_result(&out) if code == 0 else None
     finally:
@@ -339,11 +349,6 @@ def lookup_table(const uint8_t[::1] blob, int64_t num_values, int codec, int pty
     `split_table`): the keep mask (uint8 per row, 1 where the memo's answer is), or None where
     the Python filter pass decides. `known`: a sorted int32 or int64 array, `answers` theirs."""
     cdef SplitOut out
-    cdef int code
-    cdef object parser = page_parser()
-    cdef void* p = <void*>parser
-    cdef const uint8_t* src = &blob[0] if blob.shape[0] else NULL
-    cdef Py_ssize_t n = blob.shape[0]
     cdef const uint8_t[::1] bits = known.view("u1")
     cdef int width = known.dtype.itemsize
     cdef Py_ssize_t nknown = known.shape[0]
@@ -354,10 +359,10 @@ def lookup_table(const uint8_t[::1] blob, int64_t num_values, int codec, int pty
     cdef uint8_t* kp = &k[0] if num_values else NULL
     cdef const void* kn = &bits[0] if bits.shape[0] else NULL
     cdef const uint8_t* ans = &answers[0] if answers.shape[0] else NULL
-    out.pages, out.decoded, out.npages, out.cap, out.decoded_size, out.used = NULL, NULL, 0, 0, 0, 0
-    with nogil:
-        code = split_chunk_c(p, src, n, num_values, codec, &out)
-        if code == 0:
+    cdef const uint8_t* src = &blob[0] if blob.shape[0] else NULL
+    cdef int code = _walked(blob, num_values, codec, &out)
+    if code == 0:
+        with nogil:
             code = lookup_split_c(&out, src, ptype, max_def, width, kn, nknown, ans, kp, num_values)
     split_free(&out)
     return None if code else keep

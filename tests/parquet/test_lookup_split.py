@@ -14,7 +14,7 @@ from qdbpm.errors import ParquetFormatError
 from qdbpm.parquet import _split, pages
 from qdbpm.pm import layout as L
 
-from test_split import WRITERS, _kernel, _python, _variants, chunks
+from test_split import WRITERS, _kernel, _python, _variants, chunks, write_all
 
 
 def _source(seed, n=3000):
@@ -33,13 +33,7 @@ def _source(seed, n=3000):
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    base = tmp_path_factory.mktemp("lookup")
-    out = {}
-    for k, (name, write) in enumerate(WRITERS.items()):
-        path = str(base / f"{name}.parquet")
-        write(_source(80 + k), path)
-        out[name] = path
-    return out
+    return write_all(tmp_path_factory.mktemp("lookup"), _source, 80)
 
 
 def _entries(blob, ptype, codec, max_def, n):
@@ -74,6 +68,15 @@ def _reference(sp, bits, known, answers, n):
     return keep
 
 
+def _dictionary_chunks(path, rng):
+    """(blob, ptype, codec, max_def, rows, Python split, dictionary values as signed integers, a
+    memo of them) of each chunk of rows whose pages are all dictionary-encoded."""
+    for blob, ptype, codec, max_def, n in chunks(path):
+        sp, bits = _entries(blob, ptype, codec, max_def, n)
+        if bits is not None and n and len(bits):
+            yield blob, ptype, codec, max_def, n, sp, bits, _memo(bits, rng)
+
+
 def _no_nulls(sp):
     return all(pg.levels is None for pg in sp.pages)
 
@@ -82,11 +85,7 @@ def _no_nulls(sp):
 def test_the_lookup_takes_every_dictionary_chunk_without_nulls_and_keeps_the_python_rows(files, writer):
     rng = np.random.default_rng(len(writer))
     taken = declined_nulls = 0
-    for blob, ptype, codec, max_def, n in chunks(files[writer]):
-        sp, bits = _entries(blob, ptype, codec, max_def, n)
-        if bits is None or not n or not len(bits):
-            continue
-        known, answers = _memo(bits, rng)
+    for blob, ptype, codec, max_def, n, sp, bits, (known, answers) in _dictionary_chunks(files[writer], rng):
         got = _split.lookup_table(blob, n, codec, ptype, max_def, known, answers)
         ref = _reference(sp, bits, known, answers, n)
         eligible = _kernel(blob, ptype, codec, max_def, n) is not None and _no_nulls(sp) and ref is not None
@@ -106,11 +105,7 @@ def test_the_lookup_takes_every_dictionary_chunk_without_nulls_and_keeps_the_pyt
 def test_what_the_lookup_takes_of_corrupt_chunks_equals_the_python_pass(files, writer):
     rng = np.random.default_rng(hash(writer) % 2**32)
     checked = taken = 0
-    for blob, ptype, codec, max_def, n in chunks(files[writer]):
-        sp, bits = _entries(blob, ptype, codec, max_def, n)
-        if bits is None or not n or not len(bits):
-            continue
-        known, answers = _memo(bits, rng)
+    for blob, ptype, codec, max_def, n, _, _, (known, answers) in _dictionary_chunks(files[writer], rng):
         for b in _variants(blob, rng, 12):
             got = _split.lookup_table(b, n, codec, ptype, max_def, known, answers)
             checked += 1
@@ -123,9 +118,8 @@ def test_what_the_lookup_takes_of_corrupt_chunks_equals_the_python_pass(files, w
 
 
 def test_a_memo_of_another_width_or_none_at_all_is_declined(files):
-    blob, ptype, codec, max_def, n = next(c for c in chunks(files["pyarrow-snappy"]) if c[1] == L.PT_INT64)
-    sp, bits = _entries(blob, ptype, codec, max_def, n)
-    known, answers = _memo(bits, np.random.default_rng(3))
+    blob, ptype, codec, max_def, n, _, _, (known, answers) = next(
+        c for c in _dictionary_chunks(files["pyarrow-snappy"], np.random.default_rng(3)) if c[1] == L.PT_INT64)
     assert _split.lookup_table(blob, n, codec, ptype, max_def, known, answers) is not None
     assert _split.lookup_table(blob, n, codec, ptype, max_def, known.astype(np.int32), answers) is None
     assert _split.lookup_table(blob, n, codec, ptype, max_def, known[:0], answers[:0]) is None

@@ -108,15 +108,19 @@ def _v2(blob):
     return False
 
 
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    base = tmp_path_factory.mktemp("split")
+def write_all(base, source, seed):
+    """{writer: the path of `source(seed + k)` written by the k-th of WRITERS below `base`}."""
     out = {}
     for k, (name, write) in enumerate(WRITERS.items()):
         path = str(base / f"{name}.parquet")
-        write(_source(60 + k), path)
+        write(source(seed + k), path)
         out[name] = path
     return out
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    return write_all(tmp_path_factory.mktemp("split"), _source, 60)
 
 
 @pytest.mark.parametrize("writer", list(WRITERS))
