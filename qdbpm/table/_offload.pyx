@@ -130,7 +130,8 @@ cdef int _filter(Job* j) noexcept nogil:
     """A unit's filter pass: each chunk's rows looked up (its split run first), then the rows kept."""
     cdef Py_ssize_t i, k
     cdef FilterPart* p
-    memset(j.dst, 1, j.want)
+    if j.want:
+        memset(j.dst, 1, j.want)
     for i in range(j.nparts):
         p = &j.parts[i]
         _finish(p.split)

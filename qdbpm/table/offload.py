@@ -27,7 +27,7 @@ from .ranges import chunks_in
 
 CODECS = (L.CODEC_SNAPPY, L.CODEC_UNCOMPRESSED)  # what `_split` decodes
 ENABLED = True  # False: reads and splits ahead stay on the Python pool (pool.Deferred, pool.Split)
-FILTER = True  # False: a unit's filter pass stays in the calling thread (`kept` queues nothing)
+FILTER_PASS = True  # False: a unit's filter pass stays in the calling thread (`kept` queues nothing)
 
 _lock = threading.Lock()
 _running = False
@@ -147,7 +147,7 @@ def kept(split, pm, rgs, cols, memos):
     column keeps gathered (`_split.lookup_split_c`, `_pages.mask_rows_c`): what
     `direct.distinct_rows` computes with those memos' LUTs. Not queued where a chunk is all null
     (its null answer is the Python pass's). `split.kept` gives the rows."""
-    if not FILTER:
+    if not FILTER_PASS:
         return
     starts, parts = [0], []
     for r in rgs:

@@ -243,14 +243,14 @@ def test_the_filter_pass_on_the_worker_keeps_the_rows_pyarrow_keeps(tmp_path, la
 
     def counted(self, idle=None):
         got = real(self, idle)
-        taken[offload.FILTER] += got is not None
+        taken[offload.FILTER_PASS] += got is not None
         return got
 
     monkeypatch.setattr(offload.Split, "kept", counted)
     queries = [("q BETWEEN 5 AND 7", ["k", "price"]), ("q < 24 AND k > 4000", ["k", "q", "price"]),
                ("price > 1200 AND q >= 40", ["note", "q"]), ("q IN (1, 3, 49)", ["q"])]
     for on in (True, False):
-        monkeypatch.setattr(offload, "FILTER", on)
+        monkeypatch.setattr(offload, "FILTER_PASS", on)
         for where, cols in queries:
             want = whole.filter(to_arrow(where_text(where), whole.schema)).select(cols)
             for _ in range(2):  # the second read finds every unit's values in the memo
