@@ -210,15 +210,16 @@ def test_a_range_the_worker_cannot_read_fails_the_scan_as_a_python_read(tmp_path
     assert errors[True] == errors[False] and "p=3" in errors[True]
 
 
-def test_a_scan_leaves_nothing_to_the_cycle_collector(tmp_path, lanes):
-    """Every Read, Split and decoded page of a scan is freed by reference counting as it is
-    done with: one left to the cycle collector keeps its pages (and the worker's buffer cache
-    empty) until the next collection, which a caller may have switched off."""
+@pytest.mark.parametrize("where", ["q < 24 AND s = 'b'", "q BETWEEN 3 AND 30"])  # the second: filter jobs
+def test_a_scan_leaves_nothing_to_the_cycle_collector(tmp_path, lanes, where):
+    """Every Read, Split, filter job and decoded page of a scan is freed by reference counting
+    as it is done with: one left to the cycle collector keeps its pages (and the worker's buffer
+    cache empty) until the next collection, which a caller may have switched off."""
     import gc
 
     root = str(tmp_path / "t")
     _table(root, parts=6)
-    where, cols = "q < 24 AND s = 'b'", ["k", "price", "note"]
+    cols = ["k", "price", "note"]
     read_table(root, cols, where)
     gc.collect()
     gc.disable()
