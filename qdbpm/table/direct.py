@@ -285,7 +285,7 @@ def filter_memos(pm, cols, first, fields, ks, unscaled, decide, cache):
     return memos if memos and None not in memos else None
 
 
-def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, memos=None) -> dict:
+def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, memos=None, room=None) -> dict:
     """The pool's share of a filtered unit's columns, decompressed on the pool from now, for that
     unit's decode_filtered (`ready`), which then gathers every column in its own thread:
     {column: pool.Split} for the share of `later` (those not its predicate's), and under FILTER
@@ -303,7 +303,7 @@ def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, m
     the pool, the predicate's too whatever their size (Q6 A/B: 1.108 for the share, 1.054 more for
     the predicate's columns); None: the pool alone. `memos` (`filter_memos`): the filter pass
     itself then runs on the worker too, queued right behind the predicate's columns
-    (`offload.kept`)."""
+    (`offload.kept`; `room`: the unit's charge against the budget)."""
     all_null = set(all_null)
     sizes = _sizes(rgs, later, blobs, lengths)
     share = _pool_share(sizes)
@@ -314,7 +314,7 @@ def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, m
     # or where the pool would otherwise idle on this unit
     ahead = own and found is not None and offload.split(pm, rgs, first, found, all_null, python)
     if ahead and memos:
-        offload.kept(ahead, pm, rgs, first, memos)
+        offload.kept(ahead, pm, rgs, first, memos, room)
     if ahead or own >= FILTER_AHEAD_BYTES or (own and not share and sum(sizes) + own >= PARALLEL_BYTES):
         out[FILTER] = ahead or pool.Split(python)
     for j in share:

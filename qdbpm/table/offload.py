@@ -140,18 +140,22 @@ def split(pm, rgs, cols, found, all_null, fallback, one=False):
     return Split(parts, len(rgs), fallback, one)
 
 
-def kept(split, pm, rgs, cols, memos):
+def kept(split, pm, rgs, cols, memos, room=None):
     """Queue a unit's filter pass on the worker, right behind `split` (`split`'s Split of its
     predicate columns `cols` over row groups `rgs`): each row's value looked up in its column's
     Decider memo (`memos`: per column, `Decider.memo_at`'s (values, answers)), the rows every
     column keeps gathered (`_split.lookup_split_c`, `_pages.mask_rows_c`): what
     `direct.distinct_rows` computes with those memos' LUTs. Not queued where a chunk is all null
-    (its null answer is the Python pass's). `split.kept` gives the rows."""
+    (its null answer is the Python pass's), nor where its mask and rows (9 bytes a row, held from
+    now until the unit is read, as the next units are split ahead) would pass `room`, what the
+    unit is charged against the scan's budget. `split.kept` gives the rows."""
     if not FILTER_PASS:
         return
     starts, parts = [0], []
     for r in rgs:
         starts.append(starts[-1] + int(pm.num_rows[r]))
+    if room is not None and 9 * starts[-1] > room:
+        return
     try:
         for ci, (c, (known, answers)) in enumerate(zip(cols, memos)):
             ptype, max_def = int(pm.columns[c]["physical_type"]), int(pm.columns[c]["max_def_level"])

@@ -436,7 +436,7 @@ class Scan:
         memos = found and direct.filter_memos(unit.pm, unit.columns, first, fields, ks, self._unscaled_of(p, fields),
                                               decide, self._memo_keys)
         return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null, lengths, found,
-                               memos or None)
+                               memos or None, unit.size)
 
     def _decode_direct(self, unit, blobs, p, fields, ks, filtered, ready=None, idle=None):
         """`_decode` without pyarrow's reader (`direct`), or None where a chunk turns out not to be

@@ -257,3 +257,35 @@ def test_the_filter_pass_on_the_worker_keeps_the_rows_pyarrow_keeps(tmp_path, la
             for _ in range(2):  # the second read finds every unit's values in the memo
                 assert same(read_table(root, cols, where), want), (codec, on, where)
     assert taken[True] > 0 and taken[False] == 0
+
+
+def test_the_filter_job_is_queued_only_where_its_mask_and_rows_fit_the_units_budget_charge(tmp_path, lanes,
+                                                                                             monkeypatch):
+    """A queued filter job holds 9 bytes a row (its mask, its rows) until its unit is read: a unit
+    whose budget charge (fetched plus decoded bytes) is smaller keeps the filter pass in Python;
+    either way the rows equal pyarrow's."""
+    import pyarrow.parquet as pq
+
+    import qdbpm
+
+    rng = np.random.default_rng(5)
+    parts = []
+    for i in range(5):
+        n = 20000
+        t = pa.table({"b": pa.array(rng.integers(0, 12, n).astype(np.int32)),
+                      "x": pa.array(rng.integers(0, 10 ** 9, n)), "y": pa.array(rng.normal(size=n))})
+        d = tmp_path / "t" / f"p={i}"
+        d.mkdir(parents=True)
+        pq.write_table(t, str(d / "data.parquet"), compression="snappy")
+        qdbpm.generate(str(d / "data.parquet"))
+        parts.append(t)
+    whole = pa.concat_tables(parts)
+    queued = []
+    real = offload._offload.filter
+    monkeypatch.setattr(offload._offload, "filter", lambda *a: queued.append(1) or real(*a))
+    for cols, job in ((["b"], False), (["b", "x", "y"], True)):  # 4 decoded bytes a row, then 20
+        queued.clear()
+        want = whole.filter(to_arrow(where_text("b < 3"), whole.schema)).select(cols)
+        for _ in range(2):  # the second read finds every unit's values in the memo
+            assert same(read_table(str(tmp_path / "t"), cols, "b < 3"), want)
+        assert bool(queued) == job, cols
