@@ -314,7 +314,7 @@ def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, m
     # or where the pool would otherwise idle on this unit
     ahead = own and found is not None and offload.split(pm, rgs, first, found, all_null, python)
     if ahead and memos:
-        offload.kept(ahead, pm, rgs, first, memos, room)
+        offload.kept(ahead, pm, rgs, memos, room)
     if ahead or own >= FILTER_AHEAD_BYTES or (own and not share and sum(sizes) + own >= PARALLEL_BYTES):
         out[FILTER] = ahead or pool.Split(python)
     for j in share:

@@ -140,10 +140,10 @@ def split(pm, rgs, cols, found, all_null, fallback, one=False):
     return Split(parts, len(rgs), fallback, one)
 
 
-def kept(split, pm, rgs, cols, memos, room=None):
+def kept(split, pm, rgs, memos, room=None):
     """Queue a unit's filter pass on the worker, right behind `split` (`split`'s Split of its
-    predicate columns `cols` over row groups `rgs`): each row's value looked up in its column's
-    Decider memo (`memos`: per column, `Decider.memo_at`'s (values, answers)), the rows every
+    predicate columns over row groups `rgs`): each row's value looked up in its column's
+    Decider memo (`memos`: per column, in the Split's order, `Decider.memo_at`'s (values, answers)), the rows every
     column keeps gathered (`_split.lookup_split_c`, `_pages.mask_rows_c`): what
     `direct.distinct_rows` computes with those memos' LUTs. Not queued where a chunk is all null
     (its null answer is the Python pass's), nor where its mask and rows (9 bytes a row, held from
@@ -157,14 +157,13 @@ def kept(split, pm, rgs, cols, memos, room=None):
     if room is not None and 9 * starts[-1] > room:
         return
     try:
-        for ci, (c, (known, answers)) in enumerate(zip(cols, memos)):
-            ptype, max_def = int(pm.columns[c]["physical_type"]), int(pm.columns[c]["max_def_level"])
+        for ci, (known, answers) in enumerate(memos):
             bits = known.view(np.uint8)  # the memo's arrays are contiguous (np.unique's)
             for i in range(len(rgs)):
-                p = split.parts[ci * split.width + i]
+                p = split.parts[ci * split.width + i]  # (ptype, max_def, buf, at, n, job) as `split` made it
                 if p is None:
                     return
-                parts.append((p[5], ptype, max_def, known.dtype.itemsize, bits, len(known), answers, starts[i],
+                parts.append((p[5], p[0], p[1], known.dtype.itemsize, bits, len(known), answers, starts[i],
                               starts[i + 1] - starts[i]))
         n = starts[-1]
         keep, rows = buffers.empty(n, np.uint8), buffers.empty(n + 8, np.int64)
@@ -203,10 +202,7 @@ class Split:
         if self.rows is None:
             return None
         job, rows = self.rows
-        if not job.steal():
-            while not job.done() and idle is not None and idle():
-                pass
-        return rows[:job.got] if job.wait() == 0 else None
+        return rows[:job.got] if _ended(job, idle) == 0 else None
 
     def steal(self) -> bool:
         return any(p is not None and p[5].steal() for p in self.parts)
@@ -227,11 +223,8 @@ class Split:
                 got.append(None)
                 continue
             ptype, max_def, buf, at, n, job = p
-            if not job.steal():
-                while not job.done() and idle is not None and idle():
-                    pass
             sp = None
-            if job.wait() == 0:
+            if _ended(job, idle) == 0:
                 walked, decoded = job.split()
                 sp = pages.assemble(ptype, max_def, walked, buf[at:at + n], decoded)
             if sp is None:
@@ -239,3 +232,12 @@ class Split:
             got.append(sp)
         cols = [got[i:i + self.width] for i in range(0, len(got), self.width)]
         return cols[0] if self.one else cols
+
+
+def _ended(job, idle):
+    """`job`'s code once it has ended: run here if the worker has not started it, else waited
+    for while `idle()` does other work (False: none left)."""
+    if not job.steal():
+        while not job.done() and idle is not None and idle():
+            pass
+    return job.wait()

@@ -15,6 +15,7 @@ import pytest
 from qdbpm.errors import ParquetFormatError
 from qdbpm.parquet import _split, pages
 from qdbpm.pm import layout as L
+from support.chunk_files import one_chunk
 
 CODECS = {"SNAPPY": L.CODEC_SNAPPY, "UNCOMPRESSED": L.CODEC_UNCOMPRESSED, "ZSTD": L.CODEC_ZSTD,
           "GZIP": L.CODEC_GZIP, "LZ4_RAW": L.CODEC_LZ4_RAW}
@@ -165,12 +166,7 @@ def test_what_the_kernel_takes_of_corrupt_chunks_equals_the_python_walk(files, w
 
 def test_a_page_claiming_more_than_snappy_can_decode_is_not_allocated():
     # a dictionary-free INT64 chunk of one Snappy page whose header claims 2 GB
-    t = pa.table({"i": pa.array(np.arange(100, dtype=np.int64))})
-    sink = pa.BufferOutputStream()
-    pq.write_table(t, sink, compression="snappy", use_dictionary=False)
-    data = sink.getvalue().to_pybytes()
-    md = pq.ParquetFile(pa.BufferReader(data)).metadata.row_group(0).column(0)
-    blob = data[md.data_page_offset:md.data_page_offset + md.total_compressed_size]
+    blob = one_chunk(np.arange(100, dtype=np.int64), compression="snappy", use_dictionary=False)
     h = pages._thrift.page_header(np.frombuffer(blob, np.uint8), 0)
     assert _split.split_table(np.frombuffer(blob, np.uint8), 100, L.CODEC_SNAPPY) is not None
     # uncompressed_page_size is field 2: rewrite its zigzag varint to claim 2**31 - 1 bytes

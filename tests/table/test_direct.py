@@ -25,6 +25,7 @@ from qdbpm.table import direct, pool, scan
 from qdbpm.table.kinds import kinds, taken_rows
 from qdbpm.table.ranges import plan
 from qdbpm.table.read import read_table
+from support.chunk_files import one_chunk
 
 N = 3000
 WHERES = ["k < 700", "k IN (3, 999, 1000, 2999)", "i32 > 0 AND s = 'w07'", "f64 > 0.5 OR s IS NULL",
@@ -796,12 +797,7 @@ def test_counts_a_page_cannot_hold_are_refused_before_anything_is_allocated():
     for gigabytes first)."""
     with pytest.raises(ParquetFormatError, match="cannot fit in 8 bytes"):
         pages._byte_index(np.zeros(8, np.uint8), 0, 8, 2**31 - 1)
-    t = pa.table({"i": pa.array(np.arange(100, dtype=np.int32))})
-    buf = pa.BufferOutputStream()
-    pq.write_table(t, buf, compression="none", use_dictionary=False)
-    raw = buf.getvalue().to_pybytes()
-    c = pq.ParquetFile(pa.py_buffer(raw)).metadata.row_group(0).column(0)
-    blob = raw[c.data_page_offset:c.data_page_offset + c.total_compressed_size]
+    blob = one_chunk(np.arange(100, dtype=np.int32), compression="none", use_dictionary=False)
     assert pages.read_chunk(blob, 1, 0, 1, 100).values.tolist() == list(range(100))
     with pytest.raises(ParquetFormatError, match="holds 100 values, its chunk 60 more"):
         pages.read_chunk(blob, 1, 0, 1, 60)

@@ -21,6 +21,7 @@ from qdbpm.prune.filters import where_text
 from qdbpm.table import _offload, direct, offload, pipeline, scan
 from qdbpm.table.ranges import Range, fetch_range
 from qdbpm.table.read import read_table
+from support.chunk_files import random_file
 
 from test_direct import same  # noqa: E402
 from test_presplit import _table  # noqa: E402
@@ -29,9 +30,8 @@ from test_presplit import _table  # noqa: E402
 @pytest.mark.parametrize("seed", range(10))
 def test_worker_reads_equal_the_file_bytes(tmp_path, seed):
     rng = np.random.default_rng(7100 + seed)
-    data = rng.integers(0, 256, int(rng.integers(1, 400_000))).astype(np.uint8).tobytes()
     path = tmp_path / "data.parquet"
-    path.write_bytes(data)
+    data = random_file(path, rng, 1, 400_000)
     jobs = []
     for _ in range(20):
         start = int(rng.integers(0, len(data) + 10))

@@ -11,6 +11,7 @@ import pytest
 
 from qdbpm.errors import StorageError
 from qdbpm.table import _pread, ranges
+from support.chunk_files import random_file
 
 
 def _read(path, start, n):
@@ -22,9 +23,8 @@ def _read(path, start, n):
 @pytest.mark.parametrize("seed", range(20))
 def test_read_into_equals_the_file_bytes(tmp_path, seed):
     rng = np.random.default_rng(5200 + seed)
-    data = rng.integers(0, 256, int(rng.integers(0, 300_000))).astype(np.uint8).tobytes()
     path = tmp_path / "data.parquet"
-    path.write_bytes(data)
+    data = random_file(path, rng, 0, 300_000)
     for _ in range(10):
         start = int(rng.integers(0, len(data) + 10))
         n = int(rng.integers(0, 200_000))
