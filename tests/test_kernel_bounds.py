@@ -179,7 +179,8 @@ def test_no_kernel_reads_past_its_buffer(tmp_path):
 
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(here)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(repo, "tests", "table"), repo]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(repo, "tests", "table"), os.path.join(repo, "tests"),
+                                                       repo]))
     got = subprocess.run([sys.executable, "-c", CHILD, repo, str(tmp_path)], capture_output=True, text=True, env=env,
                          timeout=600)
     assert got.returncode == 0, f"child ended {got.returncode} (-11: a read past the buffer)\n{got.stderr[-2000:]}"
