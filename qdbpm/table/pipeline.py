@@ -124,7 +124,8 @@ class Offloaded:
         pass
 
 
-def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=False, ahead=None, lazy=False):
+def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=False, ahead=None, lazy=False,
+           starting=None):
     """Yield (unit, {(row_group, column): chunk bytes}) for each unit, in order.
 
     A unit's size (fetched plus decoded bytes) counts against `budget` from its admission until
@@ -136,7 +137,9 @@ def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=
     [(unit, [Future of its ranges' chunks])]: already charged, so its consumer may start on them.
     `lazy` (local ranges): each is read off this thread, by the worker that never takes the GIL
     (`Offloaded`), or, offload off, by the first thread that asks for it (`Lazy`); with
-    `inline`'s events."""
+    `inline`'s events. `starting(unit, futures)`, when given, is called with lazy reads before a
+    unit's chunks are waited for (`ahead` already set): work on them may start off this thread
+    first."""
     note = observer or (lambda event, n: None)
     fetcher = (Offloaded() if offload.ENABLED else Lazy()) if lazy else Inline() if inline else Fetcher(workers)
     todo = iter(units)
@@ -159,10 +162,12 @@ def stream(fs, units, budget, *, workers=DEFAULT_WORKERS, observer=None, inline=
             if not pending:
                 return
             unit, futures = pending.popleft()
-            blobs = chunks_of(futures)
-            done = unit
             if ahead is not None:
                 ahead[:] = [(u, list(fs)) for u, fs in itertools.islice(pending, AHEAD)]
+            if lazy and starting is not None:
+                starting(unit, futures)
+            blobs = chunks_of(futures)
+            done = unit
             yield unit, blobs
             del blobs
     finally:

@@ -323,12 +323,12 @@ class Scan:
         requested concurrently."""
         return self.table.filesystem is None or sum(len(u.plan.ranges) for u in units) <= 1
 
-    def _stream(self, units, inline=False, ahead=None):
+    def _stream(self, units, inline=False, ahead=None, starting=None):
         note = self.observer or (lambda event, n: None)
         note("plan", sum(u.size for u in units))
         lazy = LAZY_READS and ahead is not None and self.table.filesystem is None and direct.LANES > 1
         return stream(self.table.data_filesystem, units, self.memory_budget, workers=DEFAULT_WORKERS,
-                      observer=self.observer, inline=inline, ahead=ahead, lazy=lazy)
+                      observer=self.observer, inline=inline, ahead=ahead, lazy=lazy, starting=starting)
 
     def _count(self, unit, blobs) -> int:
         """The matching rows of a unit: `_decode(...).num_rows`, with the Arrow filter built once
@@ -464,8 +464,12 @@ class Scan:
         arrow_pool, freed = pa.default_memory_pool(), 0
         units = self._units_for_read()
         ahead, started = [], {}  # started: id(unit) -> its presplit (None: not split ahead)
+        def starting(u, fetching):  # as below, before u's reads are waited for (lazy reads)
+            if ahead and started.get(id(u)) is None:
+                started[id(u)] = self._presplit(u, fetching)
+
         try:
-            for unit, blobs in self._stream(units, inline=self._inline(units), ahead=ahead):
+            for unit, blobs in self._stream(units, inline=self._inline(units), ahead=ahead, starting=starting):
                 # Arrow's allocator keeps freed pages for reuse; handing them back once per half
                 # budget streamed keeps RSS near the budget on long scans, at one call per ~budget/2.
                 freed += unit.size
@@ -474,7 +478,7 @@ class Scan:
                     freed = 0
                 # Several units: the pool splits the next ones (admitted, fetched) while this thread
                 # decodes this one and steals what it has not started; a lone unit: decode_filtered.
-                if ahead and started.get(id(unit)) is None:  # the first, or one fetched late
+                if ahead and started.get(id(unit)) is None:  # the first (reads not lazy), or one fetched late
                     started[id(unit)] = self._presplit(unit, blobs)
                 for u, fetching in ahead:
                     if started.get(id(u)) is None:

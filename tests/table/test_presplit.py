@@ -270,10 +270,16 @@ def test_units_split_ahead_are_read_once_by_the_work_started_on_them(tmp_path, l
 
     units = []
 
-    def observed(self, units_, inline=False, ahead=None):
+    def observed(self, units_, inline=False, ahead=None, starting=None):
         self.observer = lambda event, n: events.append(event)
         units.extend(units_)
-        return real(self, units_, inline, ahead)
+        return real(self, units_, inline, ahead, starting)
+
+    real_presplit, given = scan.Scan._presplit, []
+
+    def presplit(self, unit, blobs):  # what each unit's work started on: its bytes, or its reads
+        given.append(isinstance(blobs, dict))
+        return real_presplit(self, unit, blobs)
 
     from qdbpm.table import pipeline
     real_fetch = pipeline._fetch
@@ -283,12 +289,15 @@ def test_units_split_ahead_are_read_once_by_the_work_started_on_them(tmp_path, l
         return real_fetch(fs, path, r, size, note)
 
     monkeypatch.setattr(scan.Scan, "_stream", observed)
+    monkeypatch.setattr(scan.Scan, "_presplit", presplit)
     monkeypatch.setattr(pipeline, "_fetch", fetch)
     got = read_table(root, cols, where)
     assert same(got, whole.filter(to_arrow(where_text(where), whole.schema)).select(cols))
     admits = events.count("admit")
     # on the worker, the predicate's columns are split ahead beside the others (it costs no thread)
     assert admits >= 4 and lanes["ready"] >= admits // 2 and (lanes["filter_beside_share"] == 0) == (mode != "offload")
+    # lazy: every unit's work, the first's too, started on its reads before they were waited for
+    assert given == ([False] * admits if lazy else [True] + [False] * (admits - 1))
     if mode == "offload":  # the worker read every range, none was read again in Python
         assert readers == [] and events.count("fetched") == sum(len(u.plan.ranges) for u in units)
     else:
