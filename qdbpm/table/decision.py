@@ -9,7 +9,7 @@ from .. import arrays
 
 
 def row_groups(parts) -> pa.Table:
-    """One row per surviving row group of `parts` (scan._Part, each with survivors)."""
+    """One row per surviving row group of `parts` (shares.Part, each with survivors)."""
     counts = [len(p.rgs) for p in parts]
     return pa.table({
         "partition": arrays.repeated([p.name for p in parts], counts),

@@ -20,8 +20,6 @@ import pyarrow as pa
 
 from ..errors import ParquetFormatError, PmError
 from ..prune import expr as E
-from ..prune.bind import bind
-from ..prune.rules import classify
 from ..prune.rows import unscaled_ok, without_proven
 from ..prune.staged import matching
 from ..prune.filters import as_predicate
@@ -32,6 +30,7 @@ from .native import skipped_metadata
 from .decode import decode_chunks, decode_partition, filter_rows, filterable, late_columns, strict_views
 from .pipeline import DEFAULT_WORKERS, ahead_chunks, stream
 from .ranges import DEFAULT_MAX_GAP
+from .shares import Part, lookup, proven
 from .units import Job, plan_units
 
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024  # bytes fetched or decoded and not yet yielded, per stream
@@ -41,25 +40,6 @@ MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's fetched + decoded bytes (also at m
 # False: every unit through pyarrow's reader (the reference the direct path is tested against).
 DIRECT = True
 LAZY_READS = True  # local units split ahead are read off this thread (offload), not as admitted here
-
-
-class _Part:
-    """One partition's share of a scan: its columns, surviving row groups and what its keys leave
-    of the predicate."""
-
-    def __init__(self, name, pm, path, want, pred_cols, views, rgs, full, position=None, residual=None,
-                 needs=()):
-        self.name, self.pm, self.path = name, pm, path
-        self.position = position  # index in Table.partitions: the row of its key values
-        self.residual = residual  # the predicate's rest in this partition (None: every row matches)
-        self.needs = needs  # key columns its exact filter reads
-        self.want = want  # columns returned, in the caller's order (indexes)
-        self.pred_cols = pred_cols  # the predicate's columns (indexes, ascending)
-        self.extra = [c for c in pred_cols if c not in want]  # predicate-only columns
-        self.want_set, self.pred_set = set(want), set(pred_cols)  # as a unit's decode asks
-        self.views = views  # strict mode: column -> type its raw values are viewed as
-        self.rgs = rgs  # surviving row groups with rows, ascending (int64 array)
-        self.full = full  # bool per entry of rgs
 
 
 class Scan:
@@ -105,26 +85,27 @@ class Scan:
         shared = {}
         for g, maybe, always in classes:
             cls = self.plan.class_of(g.positions)
-            # id(residual) -> _lookup's answer in g: every class's first (an error is raised as without survivors)
-            looks = {id(r): self._lookup(g, r) for r in map(self.plan.residuals.__getitem__, np.unique(cls).tolist())}
+            # id(residual) -> lookup's answer in g: every class's first (an error is raised as without survivors)
+            looks = {id(r): lookup(g, r, self.columns, self.keys)
+                     for r in map(self.plan.residuals.__getitem__, np.unique(cls).tolist())}
             idx = np.nonzero(maybe & (g.rows64 > 0))[0]  # a row group without rows is never read
             if not idx.size:
                 continue
             full = always[idx]
             self._full_rows += int(g.rows64[idx[full]].sum())
-            proven = self._proven(g, cls, maybe & ~always)
+            proofs = proven(g, cls, maybe & ~always, self.plan)
             k = np.searchsorted(g.starts, idx, side="right") - 1
             members, first_at = np.unique(k, return_index=True)
             bounds = list(first_at) + [idx.size]
             for a, j in enumerate(members.tolist()):
                 s, e = bounds[a], bounds[a + 1]
                 c = int(cls[j])
-                residual = without_proven(self.plan.residuals[c], proven.get(c), idx[s:e][~full[s:e]])
+                residual = without_proven(self.plan.residuals[c], proofs.get(c), idx[s:e][~full[s:e]])
                 if residual is not self.plan.residuals[c] and isinstance(residual, E.And):  # the class's conjuncts
                     residual = shared.setdefault((c, tuple(map(id, residual.children))), residual)
                 look = looks.get(id(residual))  # every residual here is alive (plan, shared, found)
                 if look is None:
-                    look = looks[id(residual)] = self._lookup(g, residual)
+                    look = looks[id(residual)] = lookup(g, residual, self.columns, self.keys)
                 found.append((int(g.positions[j]), g, j, idx[s:e] - g.starts[j], full[s:e], c, look, residual))
         found.sort(key=lambda f: f[0])
         self._parts = [self._part(g.members[j][0], g.members[j][1], rgs, full, look, pos, c, residual)
@@ -220,29 +201,6 @@ class Scan:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _lookup(self, g, residual):
-        """(want, pred_cols) for the members of schema group g under `residual`: per group,
-        cached on it. Raises as the group's first member (the earliest partition of the group)
-        would. Key columns are no file columns: neither list holds them."""
-        key = (tuple(self.columns), residual)
-        try:
-            hit = g.scan_cache.get(key)
-        except TypeError:  # an unhashable literal
-            key = hit = None
-        if hit is None:
-            pm = g.members[0][1]
-            want = [pm.column_index(n) for n in self.columns if n not in self._key_set]
-            # SQL names resolve per schema (expr.Names): the spelling these files use
-            pred_cols = [] if residual is None else sorted(
-                pm.column_index(n) for n in residual.resolve(list(pm.column_names) + self.keys).columns()
-                if n not in self._key_set)
-            hit = (want, pred_cols)
-            if key is not None:
-                if len(g.scan_cache) >= 256:
-                    g.scan_cache.clear()
-                g.scan_cache[key] = hit
-        return hit
-
     def _check_strict(self):
         at = {}
         for g in self.table.schema_groups(self.plan.positions):
@@ -250,21 +208,8 @@ class Scan:
                 at[i] = (g, j, cls)
         for i in self.plan.positions.tolist():
             g, j, cls = at[i]
-            want, pred_cols = self._lookup(g, self.plan.residuals[cls])
+            want, pred_cols = lookup(g, self.plan.residuals[cls], self.columns, self.keys)
             strict_views(g.members[j][1], want + [c for c in pred_cols if c not in want], self.cast_to)
-
-    def _proven(self, g, cls, need) -> dict:
-        """class -> [(conjunct, mask)] for each class of g whose residual is an AND: per
-        top-level conjunct, the row groups of g (among `need`) where statistics prove it TRUE
-        for every row. Classes with atoms over keys and file columns at once are left out
-        (statistics cannot decide those)."""
-        out = {}
-        for c in np.unique(cls).tolist():
-            r = self.plan.residuals[c]
-            if isinstance(r, E.And) and not self.plan.mixed[c] and need.any():
-                # Blooms never prove ALWAYS: statistics alone decide.
-                out[c] = [(k, classify(bind(k, g.schema), g.n, g.stats, None, need)[1]) for k in r.children]
-        return out
 
     def _part(self, name, pm, rgs, full, look, position=None, cls=None, residual=None):
         """`residual`: what the partition's exact filter evaluates (None: every row matches)."""
@@ -272,15 +217,16 @@ class Scan:
         need = want + [c for c in pred_cols if c not in want]
         views = {} if self.footer else strict_views(pm, need, self.cast_to)
         needs = () if cls is None else self.plan.needs[cls]
-        return _Part(name, pm, self.table.parquet_path(name), want, pred_cols, views, rgs, full, position,
-                     residual, needs)
+        return Part(name, pm, self.table.parquet_path(name), want, pred_cols, views, rgs, full, position,
+                    residual, needs)
 
     def _first_part(self):
         """The reference partition's share (no survivors): what `schema` falls back to."""
         ref = self.plan.reference
         g = self.table.schema_groups(np.array([self.table.partitions.index(ref)]))[0]
         name, pm = g.members[0]
-        return self._part(name, pm, np.zeros(0, np.int64), np.zeros(0, bool), self._lookup(g, None))
+        return self._part(name, pm, np.zeros(0, np.int64), np.zeros(0, bool),
+                          lookup(g, None, self.columns, self.keys))
 
     def _fields(self, p):
         """The Arrow fields of `columns` in partition p: its file's, then the keys'."""
