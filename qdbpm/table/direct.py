@@ -25,6 +25,7 @@ from ..pm import layout as L
 from ..prune.rows import unscaled_field
 from . import build, kinds as K, offload, pool
 from .decider import memo_key
+from .decode import decoded_estimate
 
 Unsupported = pages.Unsupported
 
@@ -285,7 +286,38 @@ def filter_memos(pm, cols, first, fields, ks, unscaled, decide, cache):
     return memos if memos and None not in memos else None
 
 
-def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, memos=None, room=None) -> dict:
+def early_splits(items, cap) -> dict:
+    """The worker's share of a scan's first units, queued before the scan plans its units
+    (`Scan._batches`): per item (pm, Parquet path, row groups, columns other than the predicate's),
+    in unit order, the columns `presplit` would hand the worker (`_pool_share`, by their chunks'
+    sizes); the first item's, then the next ones' while their bytes read and decoded
+    (`decoded_estimate`) stay within `cap` in all. `offload.early`'s entries, for presplit's `early`."""
+    picked = []  # (pm, path, rgs, cols, chunk records, column records)
+    for pm, path, rgs, later in items:
+        recs = [[pm.chunks[r, c] for c in later] for r in rgs]
+        cols = [later[j] for j in _pool_share([sum(int(row[j]["total_compressed"]) for row in recs)
+                                               for j in range(len(later))])]
+        if cols:
+            at = [later.index(c) for c in cols]
+            picked.append((pm, path, rgs, cols, [row[j] for row in recs for j in at],
+                           [pm.columns[c] for _ in rgs for c in cols]))
+    if not picked:
+        return {}
+    chunks = np.array([ch for p in picked for ch in p[4]], L.CHUNK_DTYPE)
+    est = decoded_estimate(chunks[:, None], np.array([m for p in picked for m in p[5]], L.COLUMN_DTYPE)[:, None])
+    cost = (est + chunks["total_compressed"].astype(np.int64)).tolist()
+    out, used, k = {}, 0, 0
+    for i, (pm, path, rgs, cols, recs, _) in enumerate(picked):
+        used += sum(cost[k:k + len(recs)])
+        k += len(recs)
+        if i and used > cap:  # the first unit is admitted whatever its size: its share is always started
+            break
+        out.update(offload.early(pm, path, rgs, cols))
+    return out
+
+
+def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, memos=None, room=None,
+             early=None) -> dict:
     """The pool's share of a filtered unit's columns, decompressed on the pool from now, for that
     unit's decode_filtered (`ready`), which then gathers every column in its own thread:
     {column: pool.Split} for the share of `later` (those not its predicate's), and under FILTER
@@ -312,7 +344,7 @@ def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, m
     python = partial(_splits_all, pm, rgs, first, blobs, all_null)
     # on the worker, which costs this thread nothing; else on the pool where they are worth a lane,
     # or where the pool would otherwise idle on this unit
-    ahead = own and found is not None and offload.split(pm, rgs, first, found, all_null, python)
+    ahead = own and found is not None and offload.split(pm, rgs, first, found, all_null, python, early=early)
     if ahead and memos:
         offload.kept(ahead, pm, rgs, memos, room)
     if ahead or own >= FILTER_AHEAD_BYTES or (own and not share and sum(sizes) + own >= PARALLEL_BYTES):
@@ -320,7 +352,8 @@ def presplit(pm, rgs, first, later, blobs, all_null, lengths=None, found=None, m
     for j in share:
         c = later[j]
         python = partial(_splits_all, pm, rgs, [c], blobs, all_null, True)
-        out[c] = (found is not None and offload.split(pm, rgs, [c], found, all_null, python, True)) or pool.Split(python)
+        out[c] = (found is not None and offload.split(pm, rgs, [c], found, all_null, python, True, early)) or \
+            pool.Split(python)
     return out
 
 

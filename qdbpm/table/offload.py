@@ -112,20 +112,30 @@ def sources(blobs, ranges):
     return {(rg, c): (f, f.buf, s - r.start, n) for r, f in zip(ranges, blobs) for rg, c, s, n in r.chunks}
 
 
-def split(pm, rgs, cols, found, all_null, fallback, one=False):
+def _takes(pm, c, chunks):
+    """(physical type, max definition level) of column c where the kernel splits its `chunks`
+    (None: all null), else None: its type, nesting or a codec it does not decode."""
+    col = pm.columns[c]
+    ptype, max_def = int(col["physical_type"]), int(col["max_def_level"])
+    if ptype not in pages.SUPPORTED_TYPES or max_def > 1 or any(
+            ch is not None and int(ch["codec"]) not in CODECS for ch in chunks):
+        return None
+    return ptype, max_def
+
+
+def split(pm, rgs, cols, found, all_null, fallback, one=False, early=None):
     """Columns `cols` of row groups `rgs` split on the worker (`found`: `sources`' answer), or
     None where the kernel cannot take one of them (its type, nesting or codec: the pool splits
     them): a Split whose result is `direct._splits_all`'s (per column, per row group; `one`: the
-    single column's list); `fallback()` gives the same the Python way."""
+    single column's list); `fallback()` gives the same the Python way. A chunk `early` holds
+    (`early`'s answer) is taken from there, split already or on its way."""
     takes = []
     for c in cols:
-        col = pm.columns[c]
-        ptype, max_def = int(col["physical_type"]), int(col["max_def_level"])
         chunks = [None if (r, c) in all_null else pm.chunks[r, c] for r in rgs]
-        if ptype not in pages.SUPPORTED_TYPES or max_def > 1 or any(
-                ch is not None and int(ch["codec"]) not in CODECS for ch in chunks):
+        kind = _takes(pm, c, chunks)
+        if kind is None:
             return None
-        takes.append((ptype, max_def, c, chunks))
+        takes.append((*kind, c, chunks))
     _start()
     parts = []
     for ptype, max_def, c, chunks in takes:
@@ -134,10 +144,45 @@ def split(pm, rgs, cols, found, all_null, fallback, one=False):
                 parts.append(None)
                 continue
             read, buf, at, n = found[(r, c)]
+            got = early.pop((pm.path, r, c), None) if early else None
+            if got is not None and got[:2] == (int(ch["byte_range_start"]), n):  # the same chunk
+                parts.append((ptype, max_def, got[2], 0, n, got[3]))
+                continue
             job = _offload.split(None if read is None else read.job, buf, at, n, int(ch["num_values"]),
                                  int(ch["codec"]))
             parts.append((ptype, max_def, buf, at, n, job))
     return Split(parts, len(rgs), fallback, one)
+
+
+def early(pm, path, rgs, cols) -> dict:
+    """Chunks of columns `cols` over row groups `rgs` of the Parquet file at `path` (snapshot
+    `pm`) read and split on the worker from now, before their unit is planned: {(pm.path, row
+    group, column): (start, length, buffer, split job)}, for `split`'s `early`. A column the
+    kernel does not split is left out; an entry no unit takes is dropped (`discard`)."""
+    out = {}
+    for c in cols:
+        chunks = [pm.chunks[r, c] for r in rgs]
+        if _takes(pm, c, chunks) is None:
+            continue
+        _start()
+        for r, ch in zip(rgs, chunks):
+            start, n = int(ch["byte_range_start"]), int(ch["total_compressed"])
+            buf = buffers.empty(n, np.uint8)
+            try:
+                rd = _offload.read(os.fsencode(path), start, buf)
+            except ValueError:  # a name the kernel refuses: the unit's own read says what is wrong
+                return out
+            # the split's Handle keeps its read's alive
+            out[(pm.path, r, c)] = (start, n, buf, _offload.split(rd, buf, 0, n, int(ch["num_values"]),
+                                                                  int(ch["codec"])))
+    return out
+
+
+def discard(early):
+    """Drop the jobs of `early`'s entries no split took (a scan ended, or closed early)."""
+    for e in early.values():
+        e[3].drop()
+    early.clear()
 
 
 def kept(split, pm, rgs, memos, room=None):

@@ -40,6 +40,10 @@ MAX_UNIT_BYTES = 32 * 1024 * 1024  # a unit's fetched + decoded bytes (also at m
 # False: every unit through pyarrow's reader (the reference the direct path is tested against).
 DIRECT = True
 LAZY_READS = True  # local units split ahead are read off this thread (offload), not as admitted here
+# partial row groups whose columns the worker starts before a read plans its units (0: none). Q6
+# against stop 51's package: 2 gave 1.037, 3 1.035, 4 1.030 (a prototype: 3 1.06, 5 1.046, 8 1.033):
+# more queue ahead of the first unit's own splits
+EARLY_ROW_GROUPS = 3
 
 
 class Scan:
@@ -108,9 +112,7 @@ class Scan:
                     look = looks[id(residual)] = lookup(g, residual, self.columns, self.keys)
                 found.append((int(g.positions[j]), g, j, idx[s:e] - g.starts[j], full[s:e], c, look, residual))
         found.sort(key=lambda f: f[0])
-        self._parts = [self._part(g.members[j][0], g.members[j][1], rgs, full, look, pos, c, residual)
-                       for pos, g, j, rgs, full, c, look, residual in found]
-        self._by_name = {p.name: p for p in self._parts}
+        self._found, self._made, self._by = found, None, None  # the partitions' shares: `_parts`
         self._read_units = None
         self._schema = None
         self._filters = {}  # (residual id, decoded schema) -> the residual as an Arrow expression
@@ -119,6 +121,22 @@ class Scan:
         self._unscaled = {}  # (ids of a residual and the unit's fields) -> (fields, unscaled_ok's answer)
         self._memo_keys = {}  # direct.filter_memos' cache
         self._taken = {}  # id(unit) -> _direct_kinds' answer, from _presplit until the unit's decode
+        self._early_left = {}  # offload.early's entries no split has taken yet (`_batches`)
+
+    @property
+    def _parts(self) -> list:
+        """Each partition's share (shares.Part), in partition order: made on first use, each opening its
+        member's `_pm` view; a read first starts its first units' columns on the worker (`_early`)."""
+        if self._made is None:
+            self._made = [self._part(g.members[j][0], g.members[j][1], rgs, full, look, pos, c, residual)
+                          for pos, g, j, rgs, full, c, look, residual in self._found]
+            self._by = {p.name: p for p in self._made}
+        return self._made
+
+    @property
+    def _by_name(self) -> dict:
+        self._parts  # made on first use, with this index of them
+        return self._by
 
     # -- the decision ---------------------------------------------------------------------------
 
@@ -382,7 +400,7 @@ class Scan:
         memos = found and direct.filter_memos(unit.pm, unit.columns, first, fields, ks, self._unscaled_of(p, fields),
                                               decide, self._memo_keys)
         return direct.presplit(unit.pm, unit.row_groups, first, later, blobs, unit.plan.all_null, lengths, found,
-                               memos or None, unit.size)
+                               memos or None, unit.size, self._early_left)
 
     def _decode_direct(self, unit, blobs, p, fields, ks, filtered, ready=None, idle=None):
         """`_decode` without pyarrow's reader (`direct`), or None where a chunk turns out not to be
@@ -406,15 +424,34 @@ class Scan:
             self._unscaled[key] = (fields, unscaled_ok(p.residual, pa.schema(fields)))
         return self._unscaled[key][1]
 
+    def _early(self) -> dict:
+        """The worker's share of the first EARLY_ROW_GROUPS partial row groups (`direct.early_splits`),
+        queued before the shares and units are made, where units are split ahead on it (lazy local
+        reads) and the scan has several partitions; offload.early's entries."""
+        if not (offload.ENABLED and LAZY_READS and self.table.filesystem is None and direct.LANES > 1
+                and len(self._found) > 1):
+            return {}
+        items, left = [], EARLY_ROW_GROUPS
+        for pos, g, j, rgs, full, c, (want, pred_cols), residual in self._found:
+            if left <= 0:
+                break
+            if residual is not None and not full.all():
+                name, pm = g.members[j]
+                items.append((pm, self.table.parquet_path(name), rgs[~full][:left].tolist(),
+                              [x for x in want if x not in pred_cols]))
+                left -= len(items[-1][2])
+        return direct.early_splits(items, self._cap())
+
     def _batches(self):
         arrow_pool, freed = pa.default_memory_pool(), 0
-        units = self._units_for_read()
         ahead, started = [], {}  # started: id(unit) -> its presplit (None: not split ahead)
         def starting(u, fetching):  # as below, before u's reads are waited for (lazy reads)
             if ahead and started.get(id(u)) is None:
                 started[id(u)] = self._presplit(u, fetching)
 
         try:
+            self._early_left = self._early()  # taken by the first units' splits (`_presplit`)
+            units = self._units_for_read()
             for unit, blobs in self._stream(units, inline=self._inline(units), ahead=ahead, starting=starting):
                 # Arrow's allocator keeps freed pages for reuse; handing them back once per half
                 # budget streamed keeps RSS near the budget on long scans, at one call per ~budget/2.
@@ -440,6 +477,7 @@ class Scan:
                         yield b
         finally:  # closed early (a reader dropped, a failure): the pool drops what it has not started
             pool.drop_all(started)
+            offload.discard(self._early_left)
 
     def __repr__(self):
         return f"<Scan {self.table.root!r} where={self.predicate!r} columns={self.columns}>"

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from qdbpm.errors import PmError, StorageError
+from qdbpm.parquet import pages
 from qdbpm.prune.arrow import to_arrow
 from qdbpm.prune.filters import where_text
 from qdbpm.table import _offload, direct, offload, pipeline, scan
@@ -116,9 +117,10 @@ from qdbpm.prune.arrow import to_arrow
 from qdbpm.prune.filters import where_text
 offload._running = True  # no worker ever starts: every job is run by the thread that needs it
 direct.LANES, direct.PARALLEL_BYTES = 2, 0
-split = offload.split
-made = []
-offload.split = lambda *a: made.append(split(*a)) or made[-1]
+split, early = offload.split, offload.early
+made, earlies = [], []
+offload.split = lambda *a, **k: made.append(split(*a, **k)) or made[-1]
+offload.early = lambda *a: earlies.append(early(*a)) or earlies[-1]
 where, cols = "q < 24 AND s = 'b'", ["k", "price", "note"]
 got = read_table(sys.argv[2], cols, where)
 d = ds.dataset(sys.argv[2], partitioning="hive")
@@ -135,6 +137,20 @@ assert queued, "later units' splits queued"
 batches.close()
 assert not any(j.steal() or j.done() for j in queued), "a dropped job ran"
 assert all(j.wait() == 1 for j in queued), "a dropped job said done"
+# the first units' columns started before the units were planned: taken by their splits, or
+# dropped; with more of them than units split ahead, a stream closed early drops those none took
+from qdbpm.table import scan
+for n in (scan.EARLY_ROW_GROUPS, 10):  # 10: every row group's, past the units split ahead
+    scan.EARLY_ROW_GROUPS = n
+    earlies.clear()
+    sc = open_table(sys.argv[2]).scan(where, ["k", "note"], batch_rows=100)
+    batches = sc._batches()
+    assert next(batches).num_rows
+    assert (len(sc._early_left) > 0) == (n == 10), "early entries no unit has taken yet"
+    batches.close()
+    jobs = [e[3] for got in earlies for e in got.values()]
+    assert jobs and not sc._early_left, "early entries kept"
+    assert all(j.done() or (not j.steal() and j.wait() == 1) for j in jobs), "an early job left behind"
 print("ok", len(made))
 '''
 
@@ -289,3 +305,92 @@ def test_the_filter_job_is_queued_only_where_its_mask_and_rows_fit_the_units_bud
         for _ in range(2):  # the second read finds every unit's values in the memo
             assert same(read_table(str(tmp_path / "t"), cols, "b < 3"), want)
         assert bool(queued) == job, cols
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])
+def test_the_first_units_columns_started_before_the_plan_read_what_pyarrow_reads(tmp_path, lanes, monkeypatch,
+                                                                                  codec):
+    """The worker's share of the first units (scan.EARLY_ROW_GROUPS of them), read and split
+    before the units are planned (`offload.early`), is what their splits take: none (0), the
+    first units', or every row group's (10, past the units split ahead). The rows are pyarrow's
+    each way; a ZSTD chunk is no worker's split and never started early."""
+    whole = _table(str(tmp_path / "t"), codec=codec)
+    started, taken = [], []
+    real_early, real_split = offload.early, offload.split
+
+    def early(*a):
+        got = real_early(*a)
+        started.extend(e[3] for e in got.values())
+        return got
+
+    def split(*a, **k):
+        got = real_split(*a, **k)
+        if got is not None:
+            taken.extend(p[5] for p in got.parts if p is not None)
+        return got
+
+    monkeypatch.setattr(offload, "early", early)
+    monkeypatch.setattr(offload, "split", split)
+    for n in (0, scan.EARLY_ROW_GROUPS, 10):
+        monkeypatch.setattr(scan, "EARLY_ROW_GROUPS", n)
+        started.clear()
+        taken.clear()
+        for where, cols in QUERIES:
+            want = whole.filter(to_arrow(where_text(where), whole.schema)).select(cols)
+            assert same(read_table(str(tmp_path / "t"), cols, where), want), (codec, n, where)
+        used = {id(j) for j in taken}
+        assert (len(started) > 0) == (n > 0 and codec == "snappy"), (codec, n)
+        assert all(id(j) in used for j in started) or n == 10, "an early split no unit took"
+        assert any(id(j) in used for j in started) == bool(started)
+
+
+def test_a_split_takes_an_early_entry_only_for_its_own_chunk(tmp_path):
+    """offload.split takes an early entry of (file, row group, column) only where its start and
+    length are the chunk's; else it splits the chunk from the unit's own bytes."""
+    import pyarrow.parquet as pq
+
+    import qdbpm
+
+    path = str(tmp_path / "data.parquet")
+    pq.write_table(pa.table({"x": pa.array(np.arange(5000, dtype=np.int64))}), path, compression="snappy",
+                   row_group_size=2500)
+    qdbpm.generate(path)
+    pm = qdbpm.open(str(tmp_path / "_pm"))
+    ch = pm.chunks[1, 0]
+    start, n = int(ch["byte_range_start"]), int(ch["total_compressed"])
+    buf = np.frombuffer(pathlib.Path(path).read_bytes()[start:start + n], np.uint8).copy()
+    found = {(1, 0): (None, buf, 0, n)}
+    for shift, used in ((0, True), (1, False)):
+        early = offload.early(pm, path, [1], [0])
+        mine = early[(pm.path, 1, 0)][3]
+        early[(pm.path, 1, 0)] = (start + shift,) + early[(pm.path, 1, 0)][1:]
+        got = offload.split(pm, [1], [0], found, set(), lambda: None, early=early)
+        assert (got.parts[0][5] is mine) == used and not early
+        values = got.result()[0][0]
+        assert pages.chunk_values(values, None).values.tolist() == list(range(2500, 5000))
+
+
+def test_early_splits_start_the_first_unit_and_the_next_ones_within_the_cap(tmp_path, lanes):
+    """direct.early_splits: the first item's share is always started (the stream admits a first
+    unit whatever its size); a next one only while every started chunk's bytes, read and decoded
+    (decode.decoded_estimate), stay within the cap."""
+    import pyarrow.parquet as pq
+
+    import qdbpm
+    from qdbpm.table.decode import decoded_estimate
+
+    items = []
+    for i in range(3):
+        (tmp_path / str(i)).mkdir()
+        path = str(tmp_path / str(i) / "data.parquet")
+        pq.write_table(pa.table({"x": pa.array(np.arange(40000, dtype=np.int64) * (i + 1))}), path,
+                       compression="snappy")
+        qdbpm.generate(path)
+        pm = qdbpm.open(str(tmp_path / str(i) / "_pm"))
+        items.append((pm, path, [0], [0]))
+    one = int(decoded_estimate(items[0][0].chunks[[0]][:, [0]], items[0][0].columns[[0]][None, :])[0]) + \
+        int(items[0][0].chunks[0, 0]["total_compressed"])
+    for cap, files in ((0, 1), (one, 1), (10 * one, 3)):
+        got = direct.early_splits(items, cap)
+        assert sorted({k[0] for k in got}) == sorted(it[0].path for it in items[:files]), cap
+        offload.discard(got)

@@ -235,7 +235,7 @@ def test_a_local_object_unlike_its_pm_is_refused_at_its_footer(pyarrow_table, tm
     t = qdbpm.open_table(root)
     try:
         scan = t.scan(None, ["qty"])
-        scan._parts = [p for p in scan._parts if p.name == "day01"]  # its footer is the one read
+        scan._made = [p for p in scan._parts if p.name == "day01"]  # its footer is the one read
         with pytest.raises(qdbpm.StorageError) as info:
             scan.schema
     finally:
