@@ -288,28 +288,21 @@ def filter_memos(pm, cols, first, fields, ks, unscaled, decide, cache):
 
 def early_splits(items, cap) -> dict:
     """The worker's share of a scan's first units, queued before the scan plans its units
-    (`Scan._batches`): per item (pm, Parquet path, row groups, columns other than the predicate's),
-    in unit order, the columns `presplit` would hand the worker (`_pool_share`, by their chunks'
-    sizes); the first item's, then the next ones' while their bytes read and decoded
-    (`decoded_estimate`) stay within `cap` in all. `offload.early`'s entries, for presplit's `early`."""
-    picked = []  # (pm, path, rgs, cols, chunk records, column records)
-    for pm, path, rgs, later in items:
+    (`Scan._batches`): per item (pm, Parquet path, row groups, columns other than the predicate's;
+    an iterable, taken one at a time), in unit order, the columns `presplit` would hand the worker
+    (`_pool_share`, by their chunks' sizes): the first item's at once, the next ones' while every
+    chunk started, its bytes read and decoded (`decoded_estimate`), stays within `cap` in all.
+    `offload.early`'s entries, for presplit's `early`."""
+    out, used = {}, 0
+    for i, (pm, path, rgs, later) in enumerate(items):
         recs = [[pm.chunks[r, c] for c in later] for r in rgs]
-        cols = [later[j] for j in _pool_share([sum(int(row[j]["total_compressed"]) for row in recs)
-                                               for j in range(len(later))])]
-        if cols:
-            at = [later.index(c) for c in cols]
-            picked.append((pm, path, rgs, cols, [row[j] for row in recs for j in at],
-                           [pm.columns[c] for _ in rgs for c in cols]))
-    if not picked:
-        return {}
-    chunks = np.array([ch for p in picked for ch in p[4]], L.CHUNK_DTYPE)
-    est = decoded_estimate(chunks[:, None], np.array([m for p in picked for m in p[5]], L.COLUMN_DTYPE)[:, None])
-    cost = (est + chunks["total_compressed"].astype(np.int64)).tolist()
-    out, used, k = {}, 0, 0
-    for i, (pm, path, rgs, cols, recs, _) in enumerate(picked):
-        used += sum(cost[k:k + len(recs)])
-        k += len(recs)
+        at = _pool_share([sum(int(row[j]["total_compressed"]) for row in recs) for j in range(len(later))])
+        if not at:
+            continue
+        cols = [later[j] for j in at]
+        chunks = np.array([row[j] for row in recs for j in at], L.CHUNK_DTYPE)
+        used += int(chunks["total_compressed"].astype(np.int64).sum()) + int(decoded_estimate(
+            chunks[:, None], np.array([pm.columns[c] for _ in rgs for c in cols], L.COLUMN_DTYPE)[:, None]).sum())
         if i and used > cap:  # the first unit is admitted whatever its size: its share is always started
             break
         out.update(offload.early(pm, path, rgs, cols))

@@ -431,16 +431,17 @@ class Scan:
         if not (offload.ENABLED and LAZY_READS and self.table.filesystem is None and direct.LANES > 1
                 and len(self._found) > 1):
             return {}
-        items, left = [], EARLY_ROW_GROUPS
-        for pos, g, j, rgs, full, c, (want, pred_cols), residual in self._found:
-            if left <= 0:
-                break
-            if residual is not None and not full.all():
-                name, pm = g.members[j]
-                items.append((pm, self.table.parquet_path(name), rgs[~full][:left].tolist(),
-                              [x for x in want if x not in pred_cols]))
-                left -= len(items[-1][2])
-        return direct.early_splits(items, self._cap())
+        def items(left=EARLY_ROW_GROUPS):  # each member's view opened once the one before is started
+            for pos, g, j, rgs, full, c, (want, pred_cols), residual in self._found:
+                if left <= 0:
+                    return
+                if residual is not None and not full.all():
+                    name, pm = g.members[j]
+                    yield pm, self.table.parquet_path(name), rgs[~full][:left].tolist(), [
+                        x for x in want if x not in pred_cols]
+                    left -= len(rgs[~full][:left])
+
+        return direct.early_splits(items(), self._cap())
 
     def _batches(self):
         arrow_pool, freed = pa.default_memory_pool(), 0
