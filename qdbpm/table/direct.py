@@ -290,22 +290,31 @@ def early_splits(items, cap) -> dict:
     """The worker's share of a scan's first units, queued before the scan plans its units
     (`Scan._batches`): per item (pm, Parquet path, row groups, columns other than the predicate's;
     an iterable, taken one at a time), in unit order, the columns `presplit` would hand the worker
-    (`_pool_share`, by their chunks' sizes): the first item's at once, the next ones' while every
-    chunk started, its bytes read and decoded (`decoded_estimate`), stays within `cap` in all.
-    `offload.early`'s entries, for presplit's `early`."""
-    out, used = {}, 0
-    for i, (pm, path, rgs, later) in enumerate(items):
+    (`_pool_share`, by their chunks' sizes): the first row group's at once (the stream admits a
+    first unit whatever its size), the next ones' while every chunk started, its bytes read and
+    decoded (`decoded_estimate`), stays within `cap` in all. `offload.early`'s entries, for
+    presplit's `early`."""
+    out, used, first = {}, 0, True
+    for pm, path, rgs, later in items:
         recs = [[pm.chunks[r, c] for c in later] for r in rgs]
         at = _pool_share([sum(int(row[j]["total_compressed"]) for row in recs) for j in range(len(later))])
         if not at:
             continue
         cols = [later[j] for j in at]
         chunks = np.array([row[j] for row in recs for j in at], L.CHUNK_DTYPE)
-        used += int(chunks["total_compressed"].astype(np.int64).sum()) + int(decoded_estimate(
-            chunks[:, None], np.array([pm.columns[c] for _ in rgs for c in cols], L.COLUMN_DTYPE)[:, None]).sum())
-        if i and used > cap:  # the first unit is admitted whatever its size: its share is always started
+        est = decoded_estimate(chunks[:, None], np.array([pm.columns[c] for _ in rgs for c in cols],
+                                                         L.COLUMN_DTYPE)[:, None])
+        take, cost = [], (est + chunks["total_compressed"].astype(np.int64)).reshape(len(rgs), -1).sum(axis=1)
+        for r, n in zip(rgs, cost.tolist()):
+            used += n
+            if not first and used > cap:
+                break
+            take.append(r)
+            first = False
+        if take:
+            out.update(offload.early(pm, path, take, cols))
+        if len(take) < len(rgs):
             break
-        out.update(offload.early(pm, path, rgs, cols))
     return out
 
 

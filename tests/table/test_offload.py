@@ -394,3 +394,14 @@ def test_early_splits_start_the_first_unit_and_the_next_ones_within_the_cap(tmp_
         got = direct.early_splits(items, cap)
         assert sorted({k[0] for k in got}) == sorted(it[0].path for it in items[:files]), cap
         offload.discard(got)
+    # a first item of several row groups: its first row group's share always, the next ones' within the cap
+    (tmp_path / "many").mkdir()
+    path = str(tmp_path / "many" / "data.parquet")
+    pq.write_table(pa.table({"x": pa.array(np.arange(120000, dtype=np.int64))}), path, compression="snappy",
+                   row_group_size=40000)
+    qdbpm.generate(path)
+    pm = qdbpm.open(str(tmp_path / "many" / "_pm"))
+    for cap, rgs, total in ((0, [0], 1), (5 * one // 2, [0, 1], 2), (10 * one, [0, 1, 2], 6)):
+        got = direct.early_splits([(pm, path, [0, 1, 2], [0])] + items, cap)
+        assert sorted(r for p, r, c in got if p == pm.path) == rgs and len(got) == total, cap
+        offload.discard(got)
