@@ -1,4 +1,4 @@
-"""table/arrays.py builds the decision's Arrow columns from buffers; each equals what pa.array
+"""qdbpm/arrays.py builds the decision's Arrow columns from buffers; each equals what pa.array
 makes of the same values (type and values), on seeded random inputs and the edges."""
 
 import numpy as np
