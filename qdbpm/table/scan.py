@@ -287,10 +287,14 @@ class Scan:
         requested concurrently."""
         return self.table.filesystem is None or sum(len(u.plan.ranges) for u in units) <= 1
 
+    def _lazy_reads(self) -> bool:
+        """A read's units split ahead are read off this thread (local ranges, lanes to split them)."""
+        return LAZY_READS and self.table.filesystem is None and direct.LANES > 1
+
     def _stream(self, units, inline=False, ahead=None, starting=None):
         note = self.observer or (lambda event, n: None)
         note("plan", sum(u.size for u in units))
-        lazy = LAZY_READS and ahead is not None and self.table.filesystem is None and direct.LANES > 1
+        lazy = ahead is not None and self._lazy_reads()
         return stream(self.table.data_filesystem, units, self.memory_budget, workers=DEFAULT_WORKERS,
                       observer=self.observer, inline=inline, ahead=ahead, lazy=lazy, starting=starting)
 
@@ -428,8 +432,7 @@ class Scan:
         """The worker's share of the first EARLY_ROW_GROUPS partial row groups (`direct.early_splits`),
         queued before the shares and units are made, where units are split ahead on it (lazy local
         reads) and the scan has several partitions; offload.early's entries."""
-        if not (offload.ENABLED and LAZY_READS and self.table.filesystem is None and direct.LANES > 1
-                and len(self._found) > 1):
+        if not (offload.ENABLED and self._lazy_reads() and len(self._found) > 1):
             return {}
         def items(left=EARLY_ROW_GROUPS):  # each member's view opened once the one before is started
             for pos, g, j, rgs, full, c, (want, pred_cols), residual in self._found:
@@ -437,9 +440,9 @@ class Scan:
                     return
                 if residual is not None and not full.all():
                     name, pm = g.members[j]
-                    yield pm, self.table.parquet_path(name), rgs[~full][:left].tolist(), [
-                        x for x in want if x not in pred_cols]
-                    left -= len(rgs[~full][:left])
+                    partial_rgs = rgs[~full][:left].tolist()
+                    left -= len(partial_rgs)
+                    yield pm, self.table.parquet_path(name), partial_rgs, [x for x in want if x not in pred_cols]
 
         return direct.early_splits(items(), self._cap())
 
