@@ -1,6 +1,7 @@
 # cython: language_level=3
 """Kernel: a worker thread that never takes the GIL, reading a scan's ranges ahead and splitting
-chunks (`parquet/_split.pyx`) as C jobs (`offload` is the wrapper).
+chunks (`parquet/_split.pyx`) as C jobs (`offload` is the wrapper); other kernels queue their
+own C work on it (`call`: the table walk's `_pm` reads, `_walk.pyx`).
 
 A pool thread running Python holds the GIL between its kernels, and the calling thread, which
 filters and gathers, waits for it on every kernel's way out (TPC-H Q6: the price column's pages
@@ -33,6 +34,7 @@ cdef enum:
     J_READ = 1
     J_SPLIT = 2
     J_FILTER = 3
+    J_CALL = 4
     ST_QUEUED = 0
     ST_RUNNING = 1
     ST_DONE = 2
@@ -73,6 +75,8 @@ cdef struct Job:
     FilterPart* parts  # filter: its chunks; dst its keep mask (want rows), rows the rows kept (got)
     Py_ssize_t nparts
     int64_t* rows
+    call_fn fn        # call: fn(arg), a kernel's own work (`call`)
+    void* arg
 
 
 cdef pthread_mutex_t mu
@@ -153,6 +157,9 @@ cdef void _run(Job* j) noexcept nogil:
         j.code = _read(j)
     elif j.kind == J_FILTER:
         j.code = _filter(j)
+    elif j.kind == J_CALL:
+        j.fn(j.arg)
+        j.code = 0
     elif j.dep != NULL and (j.dep.state != ST_DONE or j.dep.code != 0):
         j.code = 1  # its bytes were never read here
     else:
@@ -284,6 +291,7 @@ cdef Job* _new(int kind) except NULL:
     j.kind, j.state, j.refs, j.code, j.gen = kind, ST_QUEUED, 1, 0, gen
     j.path, j.dst, j.src, j.dep, j.parser, j.parts, j.rows = NULL, NULL, NULL, NULL, NULL, NULL, NULL
     j.nparts = 0
+    j.fn, j.arg = NULL, NULL
     j.start = j.want = j.got = j.n = j.num_values = j.codec = 0
     j.out.pages, j.out.decoded, j.out.npages, j.out.cap, j.out.decoded_size, j.out.used = NULL, NULL, 0, 0, 0, 0
     return j
@@ -374,3 +382,12 @@ def filter(list parts, uint8_t[::1] keep, int64_t[::1] rows) -> Handle:
     j.nparts = len(parts)
     j.dst, j.want, j.rows = (&keep[0] if n else NULL), n, &rows[0]
     return _submit(j, (parts, keep, rows))
+
+
+cdef object call(call_fn fn, void* arg, object keep):
+    """Queue fn(arg) for the worker: a kernel's C work that touches no Python object (the walk's
+    `_pm` reads, `_walk.pyx`); its Handle as the other jobs' (`keep`: what arg points into). fn
+    must be safe to run in whichever thread gets it first: a `wait` or `steal` runs it here."""
+    cdef Job* j = _new(J_CALL)
+    j.fn, j.arg = fn, arg
+    return _submit(j, keep)

@@ -12,7 +12,7 @@ from ..errors import PmError
 from ..pm import layout as L
 from ..pm.batch import BUDGET, MAX_FILE, PmBatch
 from ..pm.crc import crc32_of
-from . import _walk
+from . import _walk, offload
 
 HIDDEN_PREFIXES = (".", "_")  # pyarrow.dataset's ignore_prefixes; also Spark's and Hive's rule
 NULL_FALLBACK = "__HIVE_DEFAULT_PARTITION__"  # pyarrow's (and Hive's) name for a null value
@@ -90,10 +90,12 @@ def read_partitions(root, pm_paths):
     """(partitions, PmBatch) of a local table: find_partitions' list, with every `_pm` read as the
     tree is walked and checked right after it is read, while in cache (pm/_batch.Checker, the
     checks PmBatch runs). `pm_paths(partitions)`: the sequence of their `_pm` paths (only
-    indexed: for messages and one-file opens)."""
+    indexed: for messages and one-file opens). A directory of many partitions shares their
+    stats and reads with the offload worker (`_walk.walk`'s `ahead`)."""
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise PmError(f"table root {root!r} is not a directory")
+    offload.start_worker()
     names, _, arena, at, size, status, checker = _walk.walk(os.fsencode(root), _PM, _HIDDEN, read=True,
                                                             max_file=MAX_FILE, budget=BUDGET, crc=crc32_of)
     order = sorted(range(len(names)), key=names.__getitem__)

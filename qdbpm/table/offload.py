@@ -42,7 +42,8 @@ def _forked():
 os.register_at_fork(after_in_child=_forked)
 
 
-def _start():
+def start_worker():
+    """Start the worker thread (once per process, and again in a forked child)."""
     global _running
     if not _running:
         with _lock:
@@ -72,7 +73,7 @@ class Read(Deferred):
 
     def _start(self):
         if self.job is None:
-            _start()
+            start_worker()
             r = self.args[2]
             self.buf = buffers.empty(r.length, np.uint8)
             try:
@@ -136,7 +137,7 @@ def split(pm, rgs, cols, found, all_null, fallback, one=False, early=None):
         if kind is None:
             return None
         takes.append((*kind, c, chunks))
-    _start()
+    start_worker()
     parts = []
     for ptype, max_def, c, chunks in takes:
         for r, ch in zip(rgs, chunks):
@@ -164,7 +165,7 @@ def early(pm, path, rgs, cols) -> dict:
         chunks = [pm.chunks[r, c] for r in rgs]
         if _takes(pm, c, chunks) is None:
             continue
-        _start()
+        start_worker()
         for r, ch in zip(rgs, chunks):
             start, n = int(ch["byte_range_start"]), int(ch["total_compressed"])
             buf = buffers.empty(n, np.uint8)

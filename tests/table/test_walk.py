@@ -95,6 +95,9 @@ def test_walk_equals_os_walk(tmp_path, pm_bytes, seed):
     for leaf in (True, False):
         names, _, arena, at, size, status, _ = _walk.walk(os.fsencode(root), PM, "._", read=True, leaf=leaf,
                                                        max_file=1 << 20, budget=1 << 24)
+        if leaf:  # the reads shared with the worker from the first subdirectory on: the same answer
+            assert _read_shared(root, max_file=1 << 20, budget=1 << 24) == \
+                _read_walk(root, 10 ** 9, max_file=1 << 20, budget=1 << 24), seed
         want = listing.walk_reference(root, False)
         # a broken `_pm` symlink is listed by os.walk (a file) but cannot be read: the one-file
         # open of the table raises for it, so the walk keeps it, not read
@@ -106,6 +109,71 @@ def test_walk_equals_os_walk(tmp_path, pm_bytes, seed):
                 assert buf[a:a + s].tobytes() == pm_bytes
             else:
                 assert st == _batch.SOLO and not os.path.exists(path), (seed, n, st)
+
+
+def _read_walk(root, ahead, **kw):
+    """A read walk's answer, each file's committed bytes in place of its arena offset."""
+    names, _, arena, at, size, status, _ = _walk.walk(os.fsencode(root), PM, "._", read=True, ahead=ahead, **kw)
+    buf = np.frombuffer(arena, np.uint8)
+    return [(n, st, buf[a:a + s].tobytes() if st == _batch.OK else None)
+            for n, a, s, st in zip(names, at.tolist(), size.tolist(), status.tolist())]
+
+
+def _read_shared(root, **kw):
+    """_read_walk with every directory's subdirectories shared with the worker, two ways: this
+    thread claiming from the front as it does, and claiming none (each stat and read then comes
+    from the prefetch job, run by the worker or, not started, by this thread: either way the
+    prefetched path); both must agree."""
+    got = _read_walk(root, 1, **kw)
+    _walk.MAIN_CLAIMS = False
+    try:
+        assert _read_walk(root, 1, **kw) == got
+    finally:
+        _walk.MAIN_CLAIMS = True
+    return got
+
+
+def test_reads_shared_with_the_worker_equal_the_walk_alone(tmp_path):
+    # One flat directory of partitions, as a table's: small and large `_pm` (one that fills the
+    # first read, max_file here: read_at takes it again and finds it too large), a leaf without `_pm`, a `_pm` that is a directory,
+    # a symlink to one and a broken symlink, a FIFO (never blocks), a nested partition; a budget
+    # that runs out midway (a prefetched read then does not count: read_at decides).
+    root = str(tmp_path / "t")
+    os.mkdir(root)
+    small, large = (_pm_bytes(tmp_path, n) for n in (3, 250))
+    max_file = 20_000
+    assert len(small) < max_file < len(large)
+    for i in range(40):
+        d = os.path.join(root, f"p{i:02d}")
+        os.mkdir(d)
+        pm = os.path.join(d, "_pm")
+        kind = i % 8
+        if kind in (0, 1, 2, 3):
+            with open(pm, "wb") as f:
+                f.write(large if kind == 3 else small)
+        elif kind == 4:
+            pass  # no _pm: not a partition
+        elif kind == 5:
+            os.symlink(os.path.join(root, "nowhere"), pm) if i % 16 == 5 else os.mkfifo(pm)
+        elif kind == 6:
+            os.symlink(root, pm) if i % 16 == 6 else os.mkdir(pm)
+        else:
+            os.mkdir(os.path.join(d, "inner"))
+            with open(os.path.join(d, "inner", "_pm"), "wb") as f:
+                f.write(small)
+    for budget in (1 << 26, 12 * len(small)):  # the second runs out after ~12 small files
+        kw = dict(max_file=max_file, budget=budget)
+        alone = _read_walk(root, 10 ** 9, **kw)
+        assert _read_shared(root, **kw) == alone, budget
+        assert sorted(n for n, _, _ in alone) == sorted(listing.walk_reference(root, False))
+    assert {st for _, st, _ in alone} >= {_batch.OK, _batch.SOLO, _batch.LARGE}
+
+
+def _pm_bytes(tmp_path, row_groups):
+    path = os.path.join(str(tmp_path), f"pm{row_groups}")
+    qdbpm.write_new(path, table_state(row_groups, 0))
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def test_list_partitions_uses_the_kernel_and_matches(tmp_path, pm_bytes):
