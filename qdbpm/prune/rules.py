@@ -122,7 +122,22 @@ def classify(b, n_rows: int, stats, blooms=None, need=None) -> tuple:
     maybe = _maybe(b, w, need)
     if need is not None:
         maybe &= need
-    always = np.ones(n_rows, bool)
+    return maybe, _proved(b, w, maybe)
+
+
+def prove(b, n_rows: int, stats, need) -> np.ndarray:
+    """classify(b, n_rows, stats, None, need)[1] where b may match every row group of `need`: b a
+    conjunct of an AND whose `maybe` holds `need` (a row group an AND leaves alive, each of its
+    conjuncts does: its MAYBE pass would only give `need` back, so it is skipped)."""
+    if not LAZY or need is None:
+        return classify(b, n_rows, stats, None, need)[1]
+    return _proved(b, _Walk(n_rows, stats, None, LAZY), need)
+
+
+def _proved(b, w, maybe) -> np.ndarray:
+    """classify's `always`: ALWAYS under every reading still possible, only where `maybe` (a
+    fresh mask, classify's or prove's) holds."""
+    always = np.ones(w.n, bool)
     for fixed, possible in readings(b, w.n, w.stats, maybe if w.lazy else None):
         todo = None
         if w.lazy:  # only where ALWAYS is still open and may matter: `always &= maybe` drops the rest
@@ -136,7 +151,7 @@ def classify(b, n_rows: int, stats, blooms=None, need=None) -> tuple:
         if not always.any():
             break
     always &= maybe  # only where a row group may match: an empty one stays out unless maybe keeps it
-    return maybe, always
+    return always
 
 
 class _Walk:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..prune import expr as E
 from ..prune.bind import bind
-from ..prune.rules import classify
+from ..prune.rules import prove
 
 
 class Part:
@@ -56,13 +56,16 @@ def lookup(g, residual, columns, keys):
 
 def proven(g, cls, need, plan) -> dict:
     """class -> [(conjunct, mask)] for each class of g (`cls`: each member's, of key plan `plan`)
-    whose residual is an AND: per top-level conjunct, the row groups of g (among `need`) where
-    statistics prove it TRUE for every row. Classes with atoms over keys and file columns at once
-    are left out (statistics cannot decide those)."""
+    whose residual is an AND: per top-level conjunct, the row groups of g (among `need`, which
+    the residual's `maybe` holds) where statistics prove it TRUE for every row. Classes with atoms
+    over keys and file columns at once are left out (statistics cannot decide those)."""
     out = {}
-    for c in np.unique(cls).tolist():
+    classes = np.unique(cls).tolist()
+    for c in classes:
         r = plan.residuals[c]
         if isinstance(r, E.And) and not plan.mixed[c] and need.any():
-            # Blooms never prove ALWAYS: statistics alone decide.
-            out[c] = [(k, classify(bind(k, g.schema), g.n, g.stats, None, need)[1]) for k in r.children]
+            # Blooms never prove ALWAYS: statistics alone decide. Each conjunct may match where
+            # its AND may (`prove`): the class's own row groups only.
+            own = need if len(classes) == 1 else need & np.repeat(cls == c, np.diff(g.starts))
+            out[c] = [(k, prove(bind(k, g.schema), g.n, g.stats, own)) for k in r.children]
     return out

@@ -23,6 +23,9 @@ import qdbpm
 from qdbpm import col
 from qdbpm.parquet.footer import read_footer
 from qdbpm.pm.writer import write_new
+from qdbpm.prune import expr as E
+from qdbpm.prune import rules
+from qdbpm.prune.bind import bind
 from qdbpm.prune.arrow import filter_table
 from qdbpm.sync.generate import describe_footer, generate
 from qdbpm.table.table import open_table
@@ -30,7 +33,7 @@ from support.prune_cases import datasets, predicates, truncate_string_stats
 
 DATASETS = 120
 PREDICATES_PER_DATASET = 30  # 120 x 30 = 3,600 cases
-COUNTS = {"cases": 0, "row_groups": 0, "maybe": 0, "always": 0, "all_true": 0}
+COUNTS = {"cases": 0, "row_groups": 0, "maybe": 0, "always": 0, "all_true": 0, "conjuncts": 0, "proved": 0}
 ROW = "__qdbpm_row__"
 
 
@@ -67,6 +70,14 @@ def check(pm, table, pred):
                          for r in range(len(bounds) - 1)], bool)
     wrong = always & ~all_true
     assert not wrong.any(), f"ALWAYS on row groups {np.nonzero(wrong)[0].tolist()} for {pred!r}"
+    if isinstance(pred, E.And):  # `prove` of each conjunct where the AND may match: classify's ALWAYS
+        need, stats = maybe & ~always, (lambda c, need: pm.column_stats(c))
+        for k in pred.children:
+            b = bind(k, pm.schema)
+            got = rules.prove(b, len(maybe), stats, need)
+            assert np.array_equal(got, rules.classify(b, len(maybe), stats, None, need)[1]), (pred, k)
+            COUNTS["conjuncts"] += int(need.any())
+            COUNTS["proved"] += int(got.sum())
     return maybe, always, all_true
 
 
@@ -92,10 +103,13 @@ def test_zz_always_fired():
     if COUNTS["cases"] == 0:
         pytest.skip("property test not run in this session")
     print(f"\nclassify property: {COUNTS['cases']} cases over {COUNTS['row_groups']} row groups; maybe "
-          f"{COUNTS['maybe']}, always {COUNTS['always']}, every row TRUE {COUNTS['all_true']}")
+          f"{COUNTS['maybe']}, always {COUNTS['always']}, every row TRUE {COUNTS['all_true']}; prove: "
+          f"{COUNTS['conjuncts']} conjuncts, {COUNTS['proved']} row groups proved")
     assert COUNTS["cases"] >= 3_000
     assert COUNTS["always"] > 0
     assert COUNTS["always"] >= COUNTS["all_true"] // 2  # a real share (floats, where NaN may hide, never are)
+    # `prove` met conjuncts with row groups left to prove, and proved some
+    assert COUNTS["conjuncts"] >= 100 and COUNTS["proved"] > 0, COUNTS
 
 
 # --- rule by rule -----------------------------------------------------------------------------
