@@ -17,9 +17,8 @@ cdef enum:
     STATUS_MISSING = 3
 
 
-cdef int64_t read_room(Arena arena, int64_t max_file, int64_t budget) noexcept
 cdef int open_status(int err) noexcept nogil
-cdef int commit(Arena arena, int64_t got, int64_t* at, int64_t* size) except -1
+cdef int read_fd(Arena arena, int fd, int64_t max_file, int64_t budget, int64_t* at, int64_t* size) except -1
 cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int64_t budget,
                  int64_t* at, int64_t* size) except -1
 

@@ -145,14 +145,19 @@ cdef int commit(Arena arena, int64_t got, int64_t* at, int64_t* size) except -1:
 cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int64_t budget,
                  int64_t* at, int64_t* size) except -1:
     """Read file `name` (relative to dirfd, or absolute) whole into the arena; its status, and
-    where its committed bytes lie when STATUS_OK (see read_files). Small files take one read: a
-    short read of a regular file is its end (the file's type and size are asked only when the
-    first read fills its room)."""
+    where its committed bytes lie when STATUS_OK (see read_files)."""
     cdef int fd = c_openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK)  # a FIFO must not block
-    cdef struct_stat st
-    cdef int64_t room, got = 0, r
     if fd < 0:
         return open_status(errno)
+    return read_fd(arena, fd, max_file, budget, at, size)
+
+
+cdef int read_fd(Arena arena, int fd, int64_t max_file, int64_t budget, int64_t* at, int64_t* size) except -1:
+    """read_at of a file opened already (`fd`, which it closes). Small files take one read: a
+    short read of a regular file is its end (the file's type and size are asked only when the
+    first read fills its room)."""
+    cdef struct_stat st
+    cdef int64_t room, got = 0, r
     try:
         room = read_room(arena, max_file, budget)  # a file that fills it is measured below
         if room < HEADER_SIZE:

@@ -5,11 +5,13 @@ arena as it goes (pm/_batch.read_at), so a one-shot planner pays a few system ca
 partition and no Python object but its name.
 
 A directory of many subdirectories (a table's partitions, AHEAD or more) is shared with the
-offload worker (`_offload.call`): this thread stats and reads them from the front, the worker
-from the back into its own buffer, until they meet; this thread then takes the worker's stats
-and reads in order, each read only where it is the one read_at would make (the same room), and
-checks every file itself. Whoever reads what, the answer is the same (tests/table/test_walk.py).
-TPC-H's 84 partitions: read_partitions ~1.5 -> ~0.7 ms.
+offload worker (`_offload.call`): this thread stats, opens, reads and checks them from the front,
+the worker stats and opens them from the back (the path lookups: most of a partition's system
+calls), until they meet; this thread then reads and checks the worker's in order, from the
+descriptors it opened (HOLD at most: the worker stops there, and the rest is this
+thread's; lstat's alone would move kernel caches between cores for little). Every byte is read
+once, by this thread, into the arena: the work is split, not added to. Whoever does what, the
+answer is the same (tests/table/test_walk.py).
 
 It follows os.walk(root) (followlinks=False), which listing.list_partitions uses and the tests
 hold it to: an entry is a directory when it is one after following symlinks; `_pm` counts when it
@@ -18,15 +20,14 @@ skipped; hidden names (HIDDEN_PREFIXES) are never entered.
 """
 
 from libc.errno cimport ENOENT, ENOTDIR, errno
-from libc.stdint cimport int8_t, int64_t, uint8_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdint cimport int8_t, int64_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, strcmp, strlen
+from posix.resource cimport RLIMIT_NOFILE, getrlimit, rlimit
 from posix.stat cimport S_ISDIR, S_ISLNK, fstat, fstatat, struct_stat
-from posix.unistd cimport pread
 
 from qdbpm._pthread cimport pthread_mutex_init, pthread_mutex_lock, pthread_mutex_t, pthread_mutex_unlock
-from qdbpm.pm._batch cimport (Arena, Checker, commit, open_status, read_at, read_room, STATUS_MISSING,
-                              STATUS_SOLO)
+from qdbpm.pm._batch cimport Arena, Checker, open_status, read_at, read_fd, STATUS_MISSING, STATUS_SOLO
 from qdbpm.table._offload cimport call
 
 import os
@@ -68,40 +69,34 @@ cdef enum:
     TMPFS_MAGIC = 0x01021994
     MAX_DEPTH = 256  # deeper trees are refused, not walked (and not a stack overflow)
     PATH_MAX_BYTES = 4096
-    HEADER_SIZE = 32  # layout.HEADER_SIZE: a first read shorter than this is never prefetched
     # what the worker did for a subdirectory (Entry.state)
     PRE_NONE = 0  # nothing: this thread does it all
-    PRE_STAT = 1  # stat only (the leaf test takes it): not a leaf, or its `_pm` is read here
+    PRE_STAT = 1  # lstat only (the leaf test takes it): not a leaf, or its `_pm` is opened here
     PRE_OPEN_FAILED = 2  # a leaf whose `_pm` did not open (Entry.err)
-    PRE_READ = 3  # a leaf whose `_pm` was read whole: Entry.got bytes at Entry.off of Pre.buf
+    PRE_OPENED = 3  # a leaf whose `_pm` is open (Entry.fd), for this thread to read and close
 
-AHEAD = 8  # subdirectories of one directory from which the worker reads about half their `_pm`
-MAIN_CLAIMS = True  # tests: False leaves every subdirectory's stat and read to the prefetch job
+AHEAD = 8  # subdirectories of one directory from which the worker lstat's and opens about half
+HOLD = 256  # files the worker holds open for this thread at most (and 1/16 of the process's limit)
+MAIN_CLAIMS = True  # tests: False leaves every subdirectory's stat and open to the prefetch job
 
 
-cdef struct Entry:  # one subdirectory, as the prefetch job left it
+cdef struct Entry:  # one subdirectory, as the prefetch job left it (what the leaf test reads of its lstat)
     int state
     int stat_rc
     int err
-    struct_stat st
-    int64_t got, off
+    int fd
+    unsigned int mode
+    uint64_t dev, nlink
 
 
 cdef struct Pre:  # a directory's subdirectories: this thread claims from the front, the worker from the back
     pthread_mutex_t mu
     int dirfd
     uint64_t dev
-    Py_ssize_t n, front, back
+    Py_ssize_t n, front, back, held, fds
     const char** names
     const char* pm_name
     Entry* e
-    uint8_t* buf
-    int64_t cap, used, room
-
-
-# The prefetch buffer last freed (its pages faulted in already), for the next walk's.
-cdef uint8_t* pre_spare = NULL
-cdef int64_t pre_spare_cap = 0
 
 
 cdef bint broken_link(int fd, const char* rel) noexcept:
@@ -110,25 +105,23 @@ cdef bint broken_link(int fd, const char* rel) noexcept:
     return fstatat(fd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0 and S_ISLNK(st.st_mode) and fstatat(fd, rel, &st, 0) != 0
 
 
-cdef inline bint is_leaf(int rc, const struct_stat* st, uint64_t dev) noexcept nogil:
+cdef inline bint is_leaf(int rc, unsigned int mode, uint64_t st_dev, uint64_t nlink, uint64_t dev) noexcept nogil:
     """The leaf rule on a subdirectory's lstat (`rc` its result): a directory on the root's
     device with no subdirectory (link count 2), whose `_pm` is opened without listing it."""
-    return rc == 0 and S_ISDIR(st.st_mode) and st.st_dev == dev and st.st_nlink == 2
+    return rc == 0 and S_ISDIR(mode) and st_dev == dev and nlink == 2
 
 
 cdef void _prefetch_one(Pre* p, Py_ssize_t i) noexcept nogil:
-    """Subdirectory i's lstat and, for a leaf, its `_pm`'s first read (p.room bytes) into p.buf,
-    as `_Walk.sub` and read_at would make them. A read that fills its room (maybe more), fails
-    or finds no memory is left to read_at in the walking thread."""
+    """Subdirectory i's lstat and, for a leaf, its `_pm` opened as read_at opens it (the path
+    lookups, most of a partition's system calls); this thread reads it from the descriptor."""
     cdef Entry* e = &p.e[i]
     cdef char rel[PATH_MAX_BYTES]
     cdef size_t a = strlen(p.names[i]), b = strlen(p.pm_name)
     cdef int fd
-    cdef int64_t r, cap
-    cdef uint8_t* nb
-    e.stat_rc = fstatat(p.dirfd, p.names[i], &e.st, AT_SYMLINK_NOFOLLOW)
-    e.state = PRE_STAT
-    if not is_leaf(e.stat_rc, &e.st, p.dev) or a + b + 2 > PATH_MAX_BYTES:
+    cdef struct_stat st
+    e.stat_rc = fstatat(p.dirfd, p.names[i], &st, AT_SYMLINK_NOFOLLOW)
+    e.mode, e.dev, e.nlink, e.state = st.st_mode, st.st_dev, st.st_nlink, PRE_STAT
+    if not is_leaf(e.stat_rc, e.mode, e.dev, e.nlink, p.dev) or a + b + 2 > PATH_MAX_BYTES:
         return
     memcpy(rel, p.names[i], a)
     rel[a] = b"/"
@@ -137,21 +130,8 @@ cdef void _prefetch_one(Pre* p, Py_ssize_t i) noexcept nogil:
     if fd < 0:
         e.err, e.state = errno, PRE_OPEN_FAILED
         return
-    if p.used + p.room + 8 > p.cap:
-        cap = p.cap if p.cap else 262144
-        while cap < p.used + p.room + 8:
-            cap *= 2
-        nb = <uint8_t*>realloc(p.buf, cap)
-        if nb == NULL:
-            close(fd)
-            return
-        p.buf, p.cap = nb, cap
-    r = pread(fd, p.buf + p.used, p.room, 0)
-    close(fd)
-    if r < 0 or r >= p.room:
-        return
-    e.off, e.got, e.state = p.used, r, PRE_READ
-    p.used = (p.used + r + 7) & ~(<int64_t>7)
+    e.fd, e.state = fd, PRE_OPENED
+    p.held += 1
 
 
 cdef void prefetch(void* arg) noexcept nogil:
@@ -161,7 +141,7 @@ cdef void prefetch(void* arg) noexcept nogil:
     cdef Py_ssize_t i
     while True:
         pthread_mutex_lock(&p.mu)
-        if p.back <= p.front:
+        if p.back <= p.front or p.held >= p.fds:  # met; or as many open as it may hold: the rest is this thread's
             pthread_mutex_unlock(&p.mu)
             return
         p.back -= 1
@@ -178,14 +158,13 @@ cdef class _Prefetch:
     cdef list names
 
     def __dealloc__(self):
-        global pre_spare, pre_spare_cap
+        cdef Py_ssize_t i
         if self.p == NULL:
             return
-        if self.p.buf != NULL and pre_spare_cap < self.p.cap <= (64 << 20):
-            free(pre_spare)
-            pre_spare, pre_spare_cap = self.p.buf, self.p.cap
-        else:
-            free(self.p.buf)
+        if self.p.e != NULL:
+            for i in range(self.p.n):
+                if self.p.e[i].state == PRE_OPENED:  # never read (the walk raised first)
+                    close(self.p.e[i].fd)
         free(self.p.names)
         free(self.p.e)
         free(self.p)
@@ -202,9 +181,16 @@ cdef class _Prefetch:
         return ok
 
 
-cdef _Prefetch _prefetch(int fd, list names, bytes pm_name, uint64_t dev, int64_t room):
+cdef Py_ssize_t fd_limit() noexcept:
+    """The process's soft limit on open files (1,024 where it cannot be read)."""
+    cdef rlimit rl
+    if getrlimit(RLIMIT_NOFILE, &rl) != 0:
+        return 1024
+    return <Py_ssize_t>min(rl.rlim_cur, <unsigned long>(1 << 30))
+
+
+cdef _Prefetch _prefetch(int fd, list names, bytes pm_name, uint64_t dev):
     """A _Prefetch over `names` (bytes) below fd, its job not yet queued."""
-    global pre_spare, pre_spare_cap
     cdef _Prefetch pf = _Prefetch.__new__(_Prefetch)
     cdef Py_ssize_t n = len(names), i
     pf.names = names + [pm_name]  # what the C pointers point into
@@ -218,10 +204,11 @@ cdef _Prefetch _prefetch(int fd, list names, bytes pm_name, uint64_t dev, int64_
     for i in range(n):
         pf.p.names[i] = <const char*>(<bytes>names[i])
     pthread_mutex_init(&pf.p.mu, NULL)
-    pf.p.dirfd, pf.p.dev, pf.p.pm_name, pf.p.room = fd, dev, <const char*>pm_name, room
-    pf.p.n, pf.p.front, pf.p.back = n, 0, n
-    pf.p.buf, pf.p.cap, pre_spare, pre_spare_cap = pre_spare, pre_spare_cap, NULL, 0
+    pf.p.dirfd, pf.p.dev, pf.p.pm_name = fd, dev, <const char*>pm_name
+    pf.p.n, pf.p.front, pf.p.back, pf.p.held = n, 0, n, 0
+    pf.p.fds = min(<Py_ssize_t>HOLD, fd_limit() // 16)
     return pf
+
 
 
 cdef int _finish(handle) except -1:
@@ -283,10 +270,9 @@ cdef class _Walk:
             if found:
                 self.found(fd, self.pm_name, plen, False)
             ns = len(subdirs)
-            if self.read and self.leaf_ok and ns >= self.ahead and read_room(self.arena, self.max_file, self.budget) \
-                    >= HEADER_SIZE:
-                # the worker stats and reads from the back while this thread goes from the front
-                pre = _prefetch(fd, subdirs, self.pm_name, self.dev, read_room(self.arena, self.max_file, self.budget))
+            if self.read and self.leaf_ok and ns >= self.ahead:
+                # the worker stats and opens from the back while this thread goes from the front
+                pre = _prefetch(fd, subdirs, self.pm_name, self.dev)
                 handle = call(prefetch, <void*>pre.p, pre)
             i = 0
             while i < ns and (handle is None or (MAIN_CLAIMS and pre.claim())):
@@ -310,6 +296,7 @@ cdef class _Walk:
         cdef struct_stat st
         cdef Py_ssize_t n = len(sub_name), k
         cdef int rc, sub
+        cdef bint leaf
         cdef Entry* e = NULL if p == NULL or p.e[i].state == PRE_NONE else &p.e[i]
         if plen + n + 2 > PATH_MAX_BYTES:
             raise PmError(f"partition path longer than {PATH_MAX_BYTES} bytes below the table root")
@@ -322,10 +309,11 @@ cdef class _Walk:
         memcpy(&self.path[k], <const char*>sub_name, n)
         if self.leaf_ok:
             if e != NULL:
-                rc, st = e.stat_rc, e.st
+                leaf = is_leaf(e.stat_rc, e.mode, e.dev, e.nlink, self.dev)
             else:
                 rc = fstatat(fd, sub_name, &st, AT_SYMLINK_NOFOLLOW)
-            if is_leaf(rc, &st, self.dev):
+                leaf = is_leaf(rc, st.st_mode, st.st_dev, st.st_nlink, self.dev)
+            if leaf:
                 # No subdirectory (GNU find's leaf rule): not listed; its `_pm` opened directly.
                 self.found(fd, sub_name + b"/" + self.pm_name, k + n, True, p, i)
                 return 0
@@ -337,8 +325,8 @@ cdef class _Walk:
 
     cdef int found(self, int fd, bytes rel, Py_ssize_t plen, bint unlisted, Pre* p=NULL, Py_ssize_t i=0) except -1:
         """The `_pm` at `rel` below fd names a partition (path[:plen]) unless, `unlisted` (its
-        directory was not listed), it is missing or a directory. `p`: its read by the worker
-        (entry i), taken where it is the one read_at would make now (the same room)."""
+        directory was not listed), it is missing or a directory. `p`: its open by the worker
+        (entry i), if any."""
         cdef Entry* e = NULL if p == NULL else &p.e[i]
         cdef struct_stat st
         cdef int64_t at = 0, size = 0
@@ -361,10 +349,9 @@ cdef class _Walk:
         if self.read:
             if e != NULL and e.state == PRE_OPEN_FAILED:
                 status = open_status(e.err)
-            elif e != NULL and e.state == PRE_READ and read_room(self.arena, self.max_file, self.budget) == p.room:
-                self.arena.reserve(e.got + 8)
-                memcpy(self.arena.data + self.arena.used, p.buf + e.off, e.got)
-                status = commit(self.arena, e.got, &at, &size)
+            elif e != NULL and e.state == PRE_OPENED:
+                e.state = PRE_STAT  # the descriptor is read_fd's to close
+                status = read_fd(self.arena, e.fd, self.max_file, self.budget, &at, &size)
             else:
                 status = read_at(self.arena, fd, rel, self.max_file, self.budget, &at, &size)
             if status == STATUS_MISSING:

@@ -120,24 +120,26 @@ def _read_walk(root, ahead, **kw):
 
 
 def _read_shared(root, **kw):
-    """_read_walk with every directory's subdirectories shared with the worker, two ways: this
-    thread claiming from the front as it does, and claiming none (each stat and read then comes
-    from the prefetch job, run by the worker or, not started, by this thread: either way the
-    prefetched path); both must agree."""
+    """_read_walk with every directory's subdirectories shared with the worker, three ways: this
+    thread claiming from the front as it does; claiming none (each stat and open then comes from
+    the prefetch job, run by the worker or, not started, by this thread: either way the
+    prefetched path); and claiming none with the worker holding 3 files open at most (it stops
+    there: the rest is this thread's). All must agree."""
     got = _read_walk(root, 1, **kw)
     _walk.MAIN_CLAIMS = False
     try:
         assert _read_walk(root, 1, **kw) == got
+        _walk.HOLD = 3
+        assert _read_walk(root, 1, **kw) == got
     finally:
-        _walk.MAIN_CLAIMS = True
+        _walk.MAIN_CLAIMS, _walk.HOLD = True, 256
     return got
 
 
 def test_reads_shared_with_the_worker_equal_the_walk_alone(tmp_path):
-    # One flat directory of partitions, as a table's: small and large `_pm` (one that fills the
-    # first read, max_file here: read_at takes it again and finds it too large), a leaf without `_pm`, a `_pm` that is a directory,
-    # a symlink to one and a broken symlink, a FIFO (never blocks), a nested partition; a budget
-    # that runs out midway (a prefetched read then does not count: read_at decides).
+    # One flat directory of partitions, as a table's: small and large `_pm` (one past max_file),
+    # a leaf without `_pm`, a `_pm` that is a directory, a symlink to one and a broken symlink, a
+    # FIFO (never blocks), a nested partition; a budget that runs out midway.
     root = str(tmp_path / "t")
     os.mkdir(root)
     small, large = (_pm_bytes(tmp_path, n) for n in (3, 250))
