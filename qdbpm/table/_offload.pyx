@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Kernel: a worker thread that never takes the GIL, reading a scan's ranges ahead and splitting
 chunks (`parquet/_split.pyx`) as C jobs (`offload` is the wrapper); other kernels queue their
-own C work on it (`call`: the table walk's `_pm` reads, `_walk.pyx`).
+own C work on it (`call`: the table walk's lstat's and opens, `_walk.pyx`).
 
 A pool thread running Python holds the GIL between its kernels, and the calling thread, which
 filters and gathers, waits for it on every kernel's way out (TPC-H Q6: the price column's pages
@@ -386,7 +386,7 @@ def filter(list parts, uint8_t[::1] keep, int64_t[::1] rows) -> Handle:
 
 cdef object call(call_fn fn, void* arg, object keep):
     """Queue fn(arg) for the worker: a kernel's C work that touches no Python object (the walk's
-    `_pm` reads, `_walk.pyx`); its Handle as the other jobs' (`keep`: what arg points into). fn
+    lstat's and opens, `_walk.pyx`); its Handle as the other jobs' (`keep`: what arg points into). fn
     must be safe to run in whichever thread gets it first: a `wait` or `steal` runs it here."""
     cdef Job* j = _new(J_CALL)
     j.fn, j.arg = fn, arg

@@ -91,7 +91,7 @@ def read_partitions(root, pm_paths):
     tree is walked and checked right after it is read, while in cache (pm/_batch.Checker, the
     checks PmBatch runs). `pm_paths(partitions)`: the sequence of their `_pm` paths (only
     indexed: for messages and one-file opens). A directory of many partitions shares their
-    stats and reads with the offload worker (`_walk.walk`'s `ahead`)."""
+    lstat's and opens with the offload worker (`_walk.walk`'s `ahead`)."""
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise PmError(f"table root {root!r} is not a directory")
