@@ -118,14 +118,14 @@ def by_column(e, names) -> dict | None:
     return {c: ks[0] if len(ks) == 1 else E.And(tuple(ks)) for c, ks in groups.items()}
 
 
-def without_proven(residual, proven, rows):
-    """`residual` without the conjuncts proven TRUE on every row group of `rows` (`proven`:
-    [(conjunct, mask over row groups)], `rows` indexes into the masks): an AND with a conjunct
-    TRUE on every row of a row group keeps exactly the rows the other conjuncts keep, so that row
-    group's exact filter needs only those (and never decodes a column only the proven ones read)."""
-    if not proven or not rows.size:
+def without_proven(residual, proven):
+    """`residual` without its conjuncts proven TRUE on every row group a share reads (`proven`:
+    [(conjunct, held)], held True for those): an AND with a conjunct TRUE on every row of a row
+    group keeps exactly the rows the other conjuncts keep, so that row group's exact filter needs
+    only those (and never decodes a column only the proven ones read)."""
+    if not proven:
         return residual
-    keep = [k for k, m in proven if not m[rows].all()]
+    keep = [k for k, held in proven if not held]
     if len(keep) == len(proven) or not keep:  # none proven, or all (full: never filtered)
         return residual
     return keep[0] if len(keep) == 1 else E.And(tuple(keep))

@@ -97,14 +97,15 @@ class Scan:
                 continue
             full = always[idx]
             self._full_rows += int(g.rows64[idx[full]].sum())
-            proofs = proven(g, cls, maybe & ~always, self.plan)
             k = np.searchsorted(g.starts, idx, side="right") - 1
             members, first_at = np.unique(k, return_index=True)
+            proofs = proven(g, cls, maybe & ~always, self.plan, idx, full, first_at)
             bounds = list(first_at) + [idx.size]
             for a, j in enumerate(members.tolist()):
                 s, e = bounds[a], bounds[a + 1]
                 c = int(cls[j])
-                residual = without_proven(self.plan.residuals[c], proofs.get(c), idx[s:e][~full[s:e]])
+                held = proofs.get(c)
+                residual = without_proven(self.plan.residuals[c], held and [(kc, h[a]) for kc, h in held])
                 if residual is not self.plan.residuals[c] and isinstance(residual, E.And):  # the class's conjuncts
                     residual = shared.setdefault((c, tuple(map(id, residual.children))), residual)
                 look = looks.get(id(residual))  # every residual here is alive (plan, shared, found)

@@ -54,11 +54,14 @@ def lookup(g, residual, columns, keys):
     return hit
 
 
-def proven(g, cls, need, plan) -> dict:
-    """class -> [(conjunct, mask)] for each class of g (`cls`: each member's, of key plan `plan`)
-    whose residual is an AND: per top-level conjunct, the row groups of g (among `need`, which
-    the residual's `maybe` holds) where statistics prove it TRUE for every row. Classes with atoms
-    over keys and file columns at once are left out (statistics cannot decide those)."""
+def proven(g, cls, need, plan, idx, full, first_at) -> dict:
+    """class -> [(conjunct, held)] for each class of g (`cls`: each member's, of key plan `plan`)
+    whose residual is an AND: per top-level conjunct, `held[a]` says whether statistics prove it
+    TRUE for every row of each survivor not matching whole of the a-th member holding survivors
+    (`idx`: the survivors in g, `full` those matching whole, `first_at` each such member's first
+    in idx; `need`, which the residual's `maybe` holds: the survivors not matching whole).
+    Classes with atoms over keys and file columns at once are left out (statistics cannot
+    decide those)."""
     out = {}
     classes = np.unique(cls).tolist()
     for c in classes:
@@ -67,5 +70,6 @@ def proven(g, cls, need, plan) -> dict:
             # Blooms never prove ALWAYS: statistics alone decide. Each conjunct may match where
             # its AND may (`prove`): the class's own row groups only.
             own = need if len(classes) == 1 else need & np.repeat(cls == c, np.diff(g.starts))
-            out[c] = [(k, prove(bind(k, g.schema), g.n, g.stats, own)) for k in r.children]
+            out[c] = [(k, np.logical_and.reduceat(prove(bind(k, g.schema), g.n, g.stats, own)[idx] | full,
+                                                  first_at).tolist()) for k in r.children]
     return out
