@@ -1,5 +1,5 @@
 # Declarations the table walker (table/_walk.pyx) cimports: it reads each `_pm` as it finds it.
-from libc.stdint cimport int8_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 
 
 cdef class Arena:
@@ -27,10 +27,15 @@ cdef class Checker:
     cdef Arena arena
     cdef bint verify
     cdef object crc
-    cdef list first, count, sid, reps_at
+    cdef list reps_at, reps_cols
     cdef dict by_hash
     cdef int64_t* blocks
     cdef uint64_t* rows
     cdef Py_ssize_t used, cap
+    cdef int64_t* first  # per file checked: its first block in blocks / rows
+    cdef int64_t* count  # its row groups
+    cdef int32_t* sid  # its schema id (-1: not OK)
+    cdef Py_ssize_t files, fcap, last
     cdef int reserve(self, Py_ssize_t extra) except -1
+    cdef int reserve_file(self) except -1
     cdef int check(self, int64_t at, int64_t size, object target, int8_t* status) except -1

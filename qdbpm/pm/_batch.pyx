@@ -215,10 +215,11 @@ cdef uint64_t schema_hash(const uint8_t* f, uint64_t ncols) noexcept nogil:
     return h
 
 
-cdef bint same_schema(const uint8_t* a, const uint8_t* b, uint64_t ncols) noexcept nogil:
-    """Byte-equal descriptors and names (what Schema.of keys on)."""
+cdef bint same_schema(const uint8_t* a, uint64_t na, const uint8_t* b, uint64_t ncols) noexcept nogil:
+    """Byte-equal descriptors and names (what Schema.of keys on) of checked files a (`na`
+    columns) and b (`ncols`)."""
     cdef uint64_t c, d, la, lb
-    if memcmp(a + HEADER_SIZE, b + HEADER_SIZE, COLUMN_SIZE * ncols) != 0:
+    if na != ncols or memcmp(a + HEADER_SIZE, b + HEADER_SIZE, COLUMN_SIZE * ncols) != 0:
         return False
     for c in range(ncols):
         d = HEADER_SIZE + COLUMN_SIZE * c
@@ -238,12 +239,16 @@ cdef class Checker:
 
     def __cinit__(self, Arena arena, bint verify, crc):
         self.arena, self.verify, self.crc = arena, verify, crc
-        self.first, self.count, self.sid, self.reps_at, self.by_hash = [], [], [], [], {}
+        self.reps_at, self.reps_cols, self.by_hash = [], [], {}
         self.blocks, self.rows, self.used, self.cap = NULL, NULL, 0, 0
+        self.first, self.count, self.sid, self.files, self.fcap, self.last = NULL, NULL, NULL, 0, 0, -1
 
     def __dealloc__(self):
         free(self.blocks)
         free(self.rows)
+        free(self.first)
+        free(self.count)
+        free(self.sid)
 
     cdef int reserve(self, Py_ssize_t extra) except -1:
         cdef Py_ssize_t cap = self.cap if self.cap else 1024
@@ -263,6 +268,27 @@ cdef class Checker:
         self.rows, self.cap = r, cap
         return 0
 
+    cdef int reserve_file(self) except -1:
+        """Room for one more file's entries (first, count, sid)."""
+        cdef Py_ssize_t cap = self.fcap * 2 if self.fcap else 256
+        cdef int64_t* a
+        cdef int32_t* d
+        if self.files < self.fcap:
+            return 0
+        a = <int64_t*>realloc(self.first, cap * sizeof(int64_t))
+        if a == NULL:
+            raise MemoryError("cannot grow the _pm batch's file list")
+        self.first = a
+        a = <int64_t*>realloc(self.count, cap * sizeof(int64_t))
+        if a == NULL:
+            raise MemoryError("cannot grow the _pm batch's file list")
+        self.count = a
+        d = <int32_t*>realloc(self.sid, cap * sizeof(int32_t))
+        if d == NULL:
+            raise MemoryError("cannot grow the _pm batch's file list")
+        self.sid, self.fcap = d, cap
+        return 0
+
     cdef int check(self, int64_t at, int64_t size, object target, int8_t* status) except -1:
         """Check the next file (its committed bytes at `at`, `size` long, when *status is
         STATUS_OK): plan_of for snapshot `target` (None: the latest) and the CRC; a file that
@@ -270,11 +296,11 @@ cdef class Checker:
         cdef const uint8_t* f
         cdef Plan pl
         cdef uint64_t h
-        cdef Py_ssize_t me = len(self.sid), r, rgc  # this file's index (lists grow by one per call)
+        cdef Py_ssize_t me = self.files, r, rgc, j = -1  # this file's index
         cdef const int64_t[::1] offs
-        self.first.append(self.used)
-        self.count.append(0)
-        self.sid.append(-1)
+        self.reserve_file()
+        self.first[me], self.count[me], self.sid[me] = self.used, 0, -1
+        self.files += 1
         if status[0] != STATUS_OK:
             return 0
         if at < 0 or size < 0 or at + size > self.arena.used:
@@ -289,21 +315,30 @@ cdef class Checker:
                                                              PyBUF_READ)) & 0xFFFFFFFF) != pl.stored_crc:
             status[0] = STATUS_SOLO  # the one-file open raises the checksum error
             return 0
-        h = schema_hash(f, pl.column_count)
-        ids = self.by_hash.get(h)
-        if ids is None:
-            ids = self.by_hash[h] = []
-        for j in ids:
-            if same_schema(self.arena.data + <int64_t>self.reps_at[j], f, pl.column_count):
-                self.sid[me] = j  # byte-equal names: UTF-8 as the representative's were found
-                break
+        # a table's partitions mostly share one schema: the last file's first, then by hash
+        if self.last >= 0 and same_schema(self.arena.data + <int64_t>self.reps_at[self.last],
+                                          <uint64_t>self.reps_cols[self.last], f, pl.column_count):
+            j = self.last
         else:
-            if not names_ok(f, <uint64_t>size, pl):
-                status[0] = STATUS_SOLO  # the one-file open raises the name error
-                return 0
-            self.sid[me] = len(self.reps_at)
-            ids.append(len(self.reps_at))
-            self.reps_at.append(at)
+            h = schema_hash(f, pl.column_count)
+            ids = self.by_hash.get(h)
+            if ids is None:
+                ids = self.by_hash[h] = []
+            for k in ids:
+                if same_schema(self.arena.data + <int64_t>self.reps_at[k], <uint64_t>self.reps_cols[k], f,
+                               pl.column_count):
+                    j = k  # byte-equal names: UTF-8 as the representative's were found
+                    break
+            else:
+                if not names_ok(f, <uint64_t>size, pl):
+                    status[0] = STATUS_SOLO  # the one-file open raises the name error
+                    return 0
+                j = len(self.reps_at)
+                ids.append(j)
+                self.reps_at.append(at)
+                self.reps_cols.append(pl.column_count)
+        self.sid[me] = j
+        self.last = j
         offs = pl.block_offsets
         rgc = offs.shape[0]
         self.reserve(rgc)
@@ -318,27 +353,35 @@ cdef class Checker:
         """(rg_start, block_at, num_rows, schema_id, reps) as check_files returns them, for the
         files in `order` (indexes into the `check` calls; None: the calls' order). Schema ids are
         numbered by first appearance in that order, as check_files numbers them."""
-        cdef Py_ssize_t n = len(self.sid) if order is None else len(order), k, i, c, a
-        idx = range(n) if order is None else [int(x) for x in order]
-        if len(idx) and (min(idx) < 0 or max(idx) >= len(self.sid) or len(set(idx)) != len(idx)):
-            raise ValueError("Checker.finish: order is not a permutation of the files checked")
+        cdef Py_ssize_t n = self.files if order is None else len(order), k, i, c, a, nreps = 0
+        cdef int32_t old
+        idx_a = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, np.int64).reshape(-1)
+        cdef const int64_t[::1] idx = idx_a
+        seen_a = np.zeros(self.files, np.uint8)
+        cdef uint8_t[::1] seen = seen_a
+        for k in range(n):
+            i = idx[k]
+            if i < 0 or i >= self.files or seen[i]:
+                raise ValueError("Checker.finish: order is not a permutation of the files checked")
+            seen[i] = 1
         rg_a = np.zeros(n + 1, np.int64)
         sid_a = np.full(n, -1, np.int32)
-        cdef int64_t[::1] rg = rg_a
-        cdef int32_t[::1] sid = sid_a
-        renumber, reps = {}, []
+        renumber_a = np.full(len(self.reps_at), -1, np.int32)
+        reps_a = np.empty(len(self.reps_at), np.int64)
+        cdef int64_t[::1] rg = rg_a, reps = reps_a
+        cdef int32_t[::1] sid = sid_a, renumber = renumber_a
         for k in range(n):
             i = idx[k]
             old = self.sid[i]
             rg[k + 1] = rg[k]
             if old < 0:
                 continue
-            rg[k + 1] += <int64_t>self.count[i]
-            new = renumber.get(old)
-            if new is None:
-                new = renumber[old] = len(reps)
-                reps.append(k)
-            sid[k] = new
+            rg[k + 1] += self.count[i]
+            if renumber[old] < 0:
+                renumber[old] = nreps
+                reps[nreps] = k
+                nreps += 1
+            sid[k] = renumber[old]
         block_a, rows_a = np.empty(rg[n], np.int64), np.empty(rg[n], np.uint64)
         cdef int64_t[::1] block = block_a
         cdef uint64_t[::1] rows = rows_a
@@ -348,7 +391,7 @@ cdef class Checker:
                 a = self.first[idx[k]]
                 memcpy(&block[rg[k]], self.blocks + a, c * sizeof(int64_t))
                 memcpy(&rows[rg[k]], self.rows + a, c * sizeof(uint64_t))
-        return rg_a, block_a, rows_a, sid_a, np.array(reps, np.int64)
+        return rg_a, block_a, rows_a, sid_a, reps_a[:nreps].copy()
 
 
 def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int8_t[::1] status,

@@ -21,7 +21,7 @@ skipped; hidden names (HIDDEN_PREFIXES) are never entered.
 
 from libc.errno cimport ENOENT, ENOTDIR, errno
 from libc.stdint cimport int8_t, int64_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, strcmp, strlen
 from posix.resource cimport RLIMIT_NOFILE, getrlimit, rlimit
 from posix.stat cimport S_ISDIR, S_ISLNK, fstat, fstatat, struct_stat
@@ -227,8 +227,49 @@ cdef class _Walk:
     cdef Arena arena
     cdef Checker checker  # None, or each file read is checked at once (its bytes still in cache)
     cdef int64_t max_file, budget
-    cdef list names, at, size, status, idents
+    cdef list names, idents
+    cdef int64_t* at  # with `read`: per partition found, where its `_pm` lies in the arena, its size
+    cdef int64_t* size
+    cdef int8_t* status  # and its status (pm/_batch: read_files' statuses)
+    cdef Py_ssize_t nread, cap
     cdef char path[PATH_MAX_BYTES]  # the relative path of the directory being walked
+
+    def __dealloc__(self):
+        free(self.at)
+        free(self.size)
+        free(self.status)
+
+    cdef int push(self, int64_t at, int64_t size, int8_t status) except -1:
+        """One more partition's read."""
+        cdef Py_ssize_t cap = self.cap * 2 if self.cap else 256
+        cdef void* q
+        if self.nread == self.cap:
+            q = realloc(self.at, cap * sizeof(int64_t))
+            if q == NULL:
+                raise MemoryError()
+            self.at = <int64_t*>q
+            q = realloc(self.size, cap * sizeof(int64_t))
+            if q == NULL:
+                raise MemoryError()
+            self.size = <int64_t*>q
+            q = realloc(self.status, cap * sizeof(int8_t))
+            if q == NULL:
+                raise MemoryError()
+            self.status, self.cap = <int8_t*>q, cap
+        self.at[self.nread], self.size[self.nread], self.status[self.nread] = at, size, status
+        self.nread += 1
+        return 0
+
+    cdef tuple reads(self):
+        """(at, size, status) of every partition found, as numpy arrays."""
+        at, size, status = np.empty(self.nread, np.int64), np.empty(self.nread, np.int64), np.empty(self.nread, np.int8)
+        cdef int64_t[::1] a = at, z = size
+        cdef int8_t[::1] t = status
+        if self.nread:
+            memcpy(&a[0], self.at, self.nread * sizeof(int64_t))
+            memcpy(&z[0], self.size, self.nread * sizeof(int64_t))
+            memcpy(&t[0], self.status, self.nread * sizeof(int8_t))
+        return at, size, status
 
     cdef int visit(self, int fd, Py_ssize_t plen, int depth) except -1:
         """Walk the open directory fd (relative path: path[:plen]); closes fd."""
@@ -297,6 +338,7 @@ cdef class _Walk:
         cdef Py_ssize_t n = len(sub_name), k
         cdef int rc, sub
         cdef bint leaf
+        cdef char rel[PATH_MAX_BYTES]
         cdef Entry* e = NULL if p == NULL or p.e[i].state == PRE_NONE else &p.e[i]
         if plen + n + 2 > PATH_MAX_BYTES:
             raise PmError(f"partition path longer than {PATH_MAX_BYTES} bytes below the table root")
@@ -315,7 +357,12 @@ cdef class _Walk:
                 leaf = is_leaf(rc, st.st_mode, st.st_dev, st.st_nlink, self.dev)
             if leaf:
                 # No subdirectory (GNU find's leaf rule): not listed; its `_pm` opened directly.
-                self.found(fd, sub_name + b"/" + self.pm_name, k + n, True, p, i)
+                if n + len(self.pm_name) + 2 > PATH_MAX_BYTES:
+                    raise PmError(f"partition path longer than {PATH_MAX_BYTES} bytes below the table root")
+                memcpy(rel, <const char*>sub_name, n)
+                rel[n] = b"/"
+                memcpy(rel + n + 1, <const char*>self.pm_name, len(self.pm_name) + 1)
+                self.found(fd, rel, k + n, True, p, i)
                 return 0
         sub = c_openat(fd, sub_name, O_RDONLY | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW)
         if sub < 0:
@@ -323,7 +370,7 @@ cdef class _Walk:
         self.visit(sub, k + n, depth + 1)
         return 0
 
-    cdef int found(self, int fd, bytes rel, Py_ssize_t plen, bint unlisted, Pre* p=NULL, Py_ssize_t i=0) except -1:
+    cdef int found(self, int fd, const char* rel, Py_ssize_t plen, bint unlisted, Pre* p=NULL, Py_ssize_t i=0) except -1:
         """The `_pm` at `rel` below fd names a partition (path[:plen]) unless, `unlisted` (its
         directory was not listed), it is missing or a directory. `p`: its open by the worker
         (entry i), if any."""
@@ -364,9 +411,7 @@ cdef class _Walk:
                 checked = status
                 self.checker.check(at, size, None, &checked)
                 status = checked
-            self.at.append(at)
-            self.size.append(size)
-            self.status.append(status)
+            self.push(at, size, status)
         if self.identities:
             self.idents.append((st.st_size, <object>st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, st.st_ino))
         self.names.append(PyUnicode_DecodeFSDefaultAndSize(self.path, plen))
@@ -395,7 +440,7 @@ def walk(root, bytes pm_name, hidden, *, bint identities=False, bint read=False,
     w.arena = Arena.__new__(Arena)
     w.checker = Checker(w.arena, True, crc) if read and crc is not None else None
     w.max_file, w.budget = max_file, budget
-    w.names, w.at, w.size, w.status, w.idents = [], [], [], [], []
+    w.names, w.idents = [], []
     cdef int fd = c_openat(AT_FDCWD, <bytes>root, O_RDONLY | O_CLOEXEC | O_DIRECTORY)
     if fd < 0:
         return None
@@ -407,5 +452,4 @@ def walk(root, bytes pm_name, hidden, *, bint identities=False, bint read=False,
     w.visit(fd, 0, 0)
     if not read:
         return w.names, w.idents if identities else None, None, None, None, None, None
-    return (w.names, w.idents if identities else None, w.arena, np.array(w.at, np.int64),
-            np.array(w.size, np.int64), np.array(w.status, np.int8), w.checker)
+    return (w.names, w.idents if identities else None, w.arena, *w.reads(), w.checker)

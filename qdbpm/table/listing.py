@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import urllib.parse
 
+import numpy as np
+
 from ..errors import PmError
 from ..pm import layout as L
 from ..pm.batch import BUDGET, MAX_FILE, PmBatch
@@ -100,7 +102,8 @@ def read_partitions(root, pm_paths):
                                                             max_file=MAX_FILE, budget=BUDGET, crc=crc32_of)
     order = sorted(range(len(names)), key=names.__getitem__)
     partitions = [names[i] for i in order]
-    if order != list(range(len(order))):
+    order = np.asarray(order, np.int64)  # one conversion for the four uses below
+    if (order != np.arange(len(order))).any():
         at, size, status = at[order], size[order], status[order]
     return partitions, PmBatch(pm_paths(partitions), (arena, at, size, status), checked=checker.finish(order))
 
