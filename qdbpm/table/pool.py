@@ -7,6 +7,7 @@ numpy release the GIL, so the threads run at once."""
 from __future__ import annotations
 
 import _thread
+import atexit
 import os
 import queue
 import threading
@@ -90,22 +91,51 @@ class Task:
 class _Pool:
     """LANES - 1 daemon threads running the Tasks of one queue in order (a task claimed
     elsewhere first is skipped). Daemon: a thread idle in the queue must not hold up the
-    interpreter's exit; every task a stream queues is taken or waited for before it returns."""
+    interpreter's exit; every task a stream queues is taken or waited for before it returns, or
+    dropped if not started (one running may still finish after: `close` at exit waits for it)."""
 
     def __init__(self, workers, prefix):
         self._queue = queue.SimpleQueue()
-        for i in range(workers):
-            threading.Thread(target=self._work, name=f"{prefix}_{i}", daemon=True).start()
+        self._threads = [threading.Thread(target=self._work, name=f"{prefix}_{i}", daemon=True)
+                         for i in range(workers)]
+        for t in self._threads:
+            t.start()
 
     def _work(self):
         get = self._queue.get
-        while True:
-            get().run()
+        while (task := get()) is not None:
+            task.run()
 
     def submit(self, fn) -> Task:
         task = Task(fn)
         self._queue.put(task)
         return task
+
+    def close(self):
+        """End the threads: the tasks still queued are dropped, each running one finishes."""
+        while True:
+            try:
+                task = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if task is not None:
+                task.cancel()
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join()
+
+
+@atexit.register
+def _close_at_exit():
+    """At the interpreter's exit, before it stops its daemon threads: no decode thread may still
+    be running a task then. One taking the GIL back during finalization is ended by
+    pthread_exit, and a C++ frame on its stack (pyarrow's: an object freed without the GIL)
+    turns that into std::terminate, an abort after the work is done (seen once in a CLI run)."""
+    global _pool
+    if _pool is not None and _pool_pid == os.getpid():
+        done, _pool = _pool, None
+        done.close()
 
 
 def executor():

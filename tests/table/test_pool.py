@@ -2,6 +2,9 @@
 shared pool's). Each item runs exactly once, results come back in item order, a failure stops
 the dealing and is raised by finish, and nothing is left running or queued when it returns."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -222,3 +225,31 @@ def test_a_task_keeps_its_failure_and_an_interrupt_is_raised_where_it_was_stolen
     with pytest.raises(ValueError):
         on_pool.result()
     assert pool.executor().submit(lambda: 7).result() == 7  # the pool's thread lives on
+
+
+def test_at_exit_a_running_task_finishes_and_a_queued_one_is_dropped(tmp_path):
+    # The interpreter stops its daemon threads at exit: one taking the GIL back then is ended
+    # by pthread_exit, and with a C++ frame of pyarrow's on its stack that is an abort after
+    # the work is done. So at exit the pool lets its running tasks finish first (here: the
+    # marker is written after the main thread has returned) and drops the queued ones.
+    code = f"""
+import os, threading, time
+from qdbpm.table import pool
+started = threading.Event()
+def slow(name):
+    started.set()
+    time.sleep(0.3)
+    open(os.path.join({str(tmp_path)!r}, name), "w").close()
+p = pool.executor()
+p.submit(lambda: slow("first"))
+for i in range(64):  # more than the pool's threads: most are still queued at exit
+    p.submit(lambda i=i: slow(f"queued{{i}}"))
+started.wait()
+print(len(p._threads))
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "first").exists()  # it ran to its end, after the main thread returned
+    ran = len([f for f in os.listdir(tmp_path) if f.startswith("queued")])
+    assert ran < int(p.stdout)  # only those the other threads had taken before the exit
