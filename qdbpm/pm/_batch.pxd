@@ -17,6 +17,7 @@ cdef enum:
     STATUS_MISSING = 3
 
 
+cdef void* grow(void* p, Py_ssize_t cap, size_t item, str what) except NULL
 cdef int open_status(int err) noexcept nogil
 cdef int read_fd(Arena arena, int fd, int64_t max_file, int64_t budget, int64_t* at, int64_t* size) except -1
 cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int64_t budget,

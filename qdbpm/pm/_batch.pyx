@@ -229,6 +229,15 @@ cdef bint same_schema(const uint8_t* a, uint64_t na, const uint8_t* b, uint64_t 
     return True
 
 
+cdef void* grow(void* p, Py_ssize_t cap, size_t item, str what) except NULL:
+    """p reallocated to `cap` items of `item` bytes (a kernel's growing array), or MemoryError
+    naming `what`; p is left as it was then (its owner still frees it)."""
+    cdef void* q = realloc(p, cap * item if cap else 1)
+    if q == NULL:
+        raise MemoryError(f"cannot grow the {what} to {cap} entries")
+    return q
+
+
 cdef class Checker:
     """check_files one file at a time (`check`), in any order, then laid out for a chosen order
     (`finish`): the tree walker (table/_walk.pyx) checks each `_pm` right after reading it, while
@@ -252,41 +261,24 @@ cdef class Checker:
 
     cdef int reserve(self, Py_ssize_t extra) except -1:
         cdef Py_ssize_t cap = self.cap if self.cap else 1024
-        cdef int64_t* b
-        cdef uint64_t* r
         if self.used + extra <= self.cap:
             return 0
         while cap < self.used + extra:
             cap *= 2
-        b = <int64_t*>realloc(self.blocks, cap * sizeof(int64_t))
-        if b == NULL:
-            raise MemoryError("cannot grow the _pm batch's block list")
-        self.blocks = b
-        r = <uint64_t*>realloc(self.rows, cap * sizeof(uint64_t))
-        if r == NULL:
-            raise MemoryError("cannot grow the _pm batch's row counts")
-        self.rows, self.cap = r, cap
+        self.blocks = <int64_t*>grow(self.blocks, cap, sizeof(int64_t), "_pm batch's block list")
+        self.rows = <uint64_t*>grow(self.rows, cap, sizeof(uint64_t), "_pm batch's row counts")
+        self.cap = cap
         return 0
 
     cdef int reserve_file(self) except -1:
         """Room for one more file's entries (first, count, sid)."""
         cdef Py_ssize_t cap = self.fcap * 2 if self.fcap else 256
-        cdef int64_t* a
-        cdef int32_t* d
         if self.files < self.fcap:
             return 0
-        a = <int64_t*>realloc(self.first, cap * sizeof(int64_t))
-        if a == NULL:
-            raise MemoryError("cannot grow the _pm batch's file list")
-        self.first = a
-        a = <int64_t*>realloc(self.count, cap * sizeof(int64_t))
-        if a == NULL:
-            raise MemoryError("cannot grow the _pm batch's file list")
-        self.count = a
-        d = <int32_t*>realloc(self.sid, cap * sizeof(int32_t))
-        if d == NULL:
-            raise MemoryError("cannot grow the _pm batch's file list")
-        self.sid, self.fcap = d, cap
+        self.first = <int64_t*>grow(self.first, cap, sizeof(int64_t), "_pm batch's file list")
+        self.count = <int64_t*>grow(self.count, cap, sizeof(int64_t), "_pm batch's file list")
+        self.sid = <int32_t*>grow(self.sid, cap, sizeof(int32_t), "_pm batch's file list")
+        self.fcap = cap
         return 0
 
     cdef int check(self, int64_t at, int64_t size, object target, int8_t* status) except -1:

@@ -21,13 +21,13 @@ skipped; hidden names (HIDDEN_PREFIXES) are never entered.
 
 from libc.errno cimport ENOENT, ENOTDIR, errno
 from libc.stdint cimport int8_t, int64_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, strcmp, strlen
 from posix.resource cimport RLIMIT_NOFILE, getrlimit, rlimit
 from posix.stat cimport S_ISDIR, S_ISLNK, fstat, fstatat, struct_stat
 
 from qdbpm._pthread cimport pthread_mutex_init, pthread_mutex_lock, pthread_mutex_t, pthread_mutex_unlock
-from qdbpm.pm._batch cimport Arena, Checker, open_status, read_at, read_fd, STATUS_MISSING, STATUS_SOLO
+from qdbpm.pm._batch cimport Arena, Checker, grow, open_status, read_at, read_fd, STATUS_MISSING, STATUS_SOLO
 from qdbpm.table._offload cimport call
 
 import os
@@ -242,20 +242,11 @@ cdef class _Walk:
     cdef int push(self, int64_t at, int64_t size, int8_t status) except -1:
         """One more partition's read."""
         cdef Py_ssize_t cap = self.cap * 2 if self.cap else 256
-        cdef void* q
         if self.nread == self.cap:
-            q = realloc(self.at, cap * sizeof(int64_t))
-            if q == NULL:
-                raise MemoryError()
-            self.at = <int64_t*>q
-            q = realloc(self.size, cap * sizeof(int64_t))
-            if q == NULL:
-                raise MemoryError()
-            self.size = <int64_t*>q
-            q = realloc(self.status, cap * sizeof(int8_t))
-            if q == NULL:
-                raise MemoryError()
-            self.status, self.cap = <int8_t*>q, cap
+            self.at = <int64_t*>grow(self.at, cap, sizeof(int64_t), "walk's read list")
+            self.size = <int64_t*>grow(self.size, cap, sizeof(int64_t), "walk's read list")
+            self.status = <int8_t*>grow(self.status, cap, sizeof(int8_t), "walk's read list")
+            self.cap = cap
         self.at[self.nread], self.size[self.nread], self.status[self.nread] = at, size, status
         self.nread += 1
         return 0

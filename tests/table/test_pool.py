@@ -13,6 +13,8 @@ import pytest
 from qdbpm.errors import ParquetFormatError
 from qdbpm.table import direct, pool
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+
 
 def _blocked_pool():
     """Every pool thread held until the returned event is set."""
@@ -247,7 +249,7 @@ for i in range(64):  # more than the pool's threads: most are still queued at ex
 started.wait()
 print(len(p._threads))
 """
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "first").exists()  # it ran to its end, after the main thread returned
