@@ -118,28 +118,9 @@ cdef inline uint64_t le(const uint8_t* p, int width) noexcept nogil:
     return v
 
 
-cdef int64_t read_room(Arena arena, int64_t max_file, int64_t budget) noexcept:
-    """Bytes a file's first read may fill: FIRST_READ, within max_file and what the budget leaves."""
-    return min(<int64_t>FIRST_READ, max_file, budget - arena.used)
-
-
 cdef int open_status(int err) noexcept nogil:
     """A file whose open failed with errno `err`: absent (a walker drops it), or opened alone."""
     return STATUS_MISSING if err == ENOENT or err == ENOTDIR else STATUS_SOLO
-
-
-cdef int commit(Arena arena, int64_t got, int64_t* at, int64_t* size) except -1:
-    """The file just read into the arena's free end (`got` bytes, all of it): its status, and
-    where its committed bytes lie when STATUS_OK (then the arena keeps them)."""
-    cdef int64_t committed
-    if got < HEADER_SIZE:
-        return STATUS_SOLO
-    committed = <int64_t>le(arena.data + arena.used, 8)
-    if committed < MIN_COMMITTED_SIZE or committed > got:
-        return STATUS_SOLO  # the one-file open raises the exact error (or sees a newer commit)
-    at[0], size[0] = arena.used, committed
-    arena.used = (arena.used + committed + 7) & ~(<Py_ssize_t>7)
-    return STATUS_OK
 
 
 cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int64_t budget,
@@ -157,9 +138,9 @@ cdef int read_fd(Arena arena, int fd, int64_t max_file, int64_t budget, int64_t*
     short read of a regular file is its end (the file's type and size are asked only when the
     first read fills its room)."""
     cdef struct_stat st
-    cdef int64_t room, got = 0, r
+    cdef int64_t room = FIRST_READ, got = 0, r, committed
     try:
-        room = read_room(arena, max_file, budget)  # a file that fills it is measured below
+        room = min(room, max_file, budget - arena.used)  # a file that fills it is measured below
         if room < HEADER_SIZE:
             return STATUS_LARGE
         arena.reserve(room + 8)
@@ -178,7 +159,14 @@ cdef int read_fd(Arena arena, int fd, int64_t max_file, int64_t budget, int64_t*
                 if r <= 0:
                     break
                 got += r
-        return commit(arena, got, at, size)
+        if got < HEADER_SIZE:
+            return STATUS_SOLO
+        committed = <int64_t>le(arena.data + arena.used, 8)
+        if committed < MIN_COMMITTED_SIZE or committed > got:
+            return STATUS_SOLO  # the one-file open raises the exact error (or sees a newer commit)
+        at[0], size[0] = arena.used, committed
+        arena.used = (arena.used + committed + 7) & ~(<Py_ssize_t>7)
+        return STATUS_OK
     finally:
         close(fd)
 

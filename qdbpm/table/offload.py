@@ -160,7 +160,7 @@ def early(pm, path, rgs, cols) -> dict:
     `pm`) read and split on the worker from now, before their unit is planned: {(pm.path, row
     group, column): (start, length, buffer, split job)}, for `split`'s `early`. A column the
     kernel does not split is left out; an entry no unit takes is dropped (`discard`)."""
-    out = {}
+    out, name = {}, os.fsencode(path)
     for c in cols:
         chunks = [pm.chunks[r, c] for r in rgs]
         if _takes(pm, c, chunks) is None:
@@ -170,7 +170,7 @@ def early(pm, path, rgs, cols) -> dict:
             start, n = int(ch["byte_range_start"]), int(ch["total_compressed"])
             buf = buffers.empty(n, np.uint8)
             try:
-                rd = _offload.read(os.fsencode(path), start, buf)
+                rd = _offload.read(name, start, buf)
             except ValueError:  # a name the kernel refuses: the unit's own read says what is wrong
                 return out
             # the split's Handle keeps its read's alive

@@ -99,7 +99,7 @@ class Scan:
             self._full_rows += int(g.rows64[idx[full]].sum())
             k = np.searchsorted(g.starts, idx, side="right") - 1
             members, first_at = np.unique(k, return_index=True)
-            proofs = proven(g, cls, maybe & ~always, self.plan, idx, full, first_at)
+            proofs = proven(g, cls, self.plan, idx, full, first_at)
             bounds = list(first_at) + [idx.size]
             for a, j in enumerate(members.tolist()):
                 s, e = bounds[a], bounds[a + 1]

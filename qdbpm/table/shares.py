@@ -54,19 +54,22 @@ def lookup(g, residual, columns, keys):
     return hit
 
 
-def proven(g, cls, need, plan, idx, full, first_at) -> dict:
+def proven(g, cls, plan, idx, full, first_at) -> dict:
     """class -> [(conjunct, held)] for each class of g (`cls`: each member's, of key plan `plan`)
     whose residual is an AND: per top-level conjunct, `held[a]` says whether statistics prove it
     TRUE for every row of each survivor not matching whole of the a-th member holding survivors
-    (`idx`: the survivors in g, `full` those matching whole, `first_at` each such member's first
-    in idx; `need`, which the residual's `maybe` holds: the survivors not matching whole).
-    Classes with atoms over keys and file columns at once are left out (statistics cannot
-    decide those)."""
+    (`idx`: the survivors in g, all within the residual's `maybe`; `full` those matching whole,
+    `first_at` each such member's first in idx). Classes with atoms over keys and file columns
+    at once are left out (statistics cannot decide those)."""
     out = {}
+    need = np.zeros(g.n, bool)
+    need[idx[~full]] = True  # the survivors a filter reads
+    if not need.any():
+        return out
     classes = np.unique(cls).tolist()
     for c in classes:
         r = plan.residuals[c]
-        if isinstance(r, E.And) and not plan.mixed[c] and need.any():
+        if isinstance(r, E.And) and not plan.mixed[c]:
             # Blooms never prove ALWAYS: statistics alone decide. Each conjunct may match where
             # its AND may (`prove`): the class's own row groups only.
             own = need if len(classes) == 1 else need & np.repeat(cls == c, np.diff(g.starts))
