@@ -2,6 +2,6 @@
 
 import sys
 
-from .main import main
+from .main import command
 
-sys.exit(main())
+sys.exit(command())

@@ -92,6 +92,37 @@ def test_first_filtered_read_in_a_process_loads_no_pandas(table):
     assert out == ["31", "False"]
 
 
+THREADS = (
+    "import json, os, sys\n"
+    "from qdbpm.cli.main import command, main\n"
+    "run = command if sys.argv[1] == 'command' else main\n"
+    "try:\n"
+    "    code = run(sys.argv[2:])\n"
+    "except SystemExit as e:\n"
+    "    code = e.code\n"
+    "print(json.dumps([code, 'numpy' in sys.modules, os.environ.get('OPENBLAS_NUM_THREADS'),\n"
+    "                  len(os.listdir('/proc/self/task'))]), file=sys.stderr)\n"
+)
+
+
+@pytest.mark.parametrize("entry, user, want", [("command", None, "1"), ("command", "2", "2"), ("main", None, None)])
+def test_the_command_keeps_numpy_to_one_blas_thread(entry, user, want):
+    """numpy's OpenBLAS starts a thread per core as numpy loads, spinning on the cores qdbpm's own
+    threads need; qdbpm calls no BLAS. The command asks for one (this process then runs no thread
+    but its own: `inspect` starts none), unless its user set it; `main` called from a program
+    leaves the environment alone."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if user is not None:
+        env["OPENBLAS_NUM_THREADS"] = user
+    p = subprocess.run([sys.executable, "-c", THREADS, entry, "inspect", os.path.join(GOLDEN, "example_b.pm")],
+                       capture_output=True, text=True, env=env, timeout=120)
+    code, numpy_loaded, got, tasks = json.loads(p.stderr.strip().splitlines()[-1])
+    assert code == 0 and numpy_loaded and got == want
+    if want == "1":
+        assert tasks == 1
+
+
 def test_local_prune_answers_the_same(table):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-m", "qdbpm.cli", "prune", table, "--where", "x >= 130 AND x < 160",
