@@ -1,6 +1,6 @@
 """asv: the Snappy page kernel (qdbpm/parquet/_snappy.pyx) side by side with Arrow's codec, whole
 pages and a prefix (a read that keeps rows up to a tenth of the page: `pages.split_chunk`'s upto);
-and small ZSTD pages through `pages._decompress` (zstandard, a context per thread) against
+and small ZSTD pages through `codecs.decompress` (zstandard, a context per thread) against
 Arrow's codec, which makes a context per call.
 
 Pages of 1 MiB built in memory, three shapes: int64 prices as TPC-H's l_extendedprice holds them
@@ -10,7 +10,7 @@ Pages of 1 MiB built in memory, three shapes: int64 prices as TPC-H's l_extended
 import numpy as np
 import pyarrow as pa
 
-from qdbpm.parquet import _snappy, pages
+from qdbpm.parquet import _snappy, codecs
 from qdbpm.pm import layout as L
 
 SIZE = 1 << 20
@@ -58,7 +58,7 @@ class ZstdSmallPage:
         self.size, self.payload = len(raw), self.codec.compress(raw, asbytes=True)
 
     def time_qdbpm(self, n):
-        pages._decompress(L.CODEC_ZSTD, self.payload, self.size)
+        codecs.decompress(L.CODEC_ZSTD, self.payload, self.size)
 
     def time_arrow(self, n):
         self.codec.decompress(self.payload, decompressed_size=self.size, asbytes=False)

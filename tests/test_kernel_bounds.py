@@ -2,8 +2,8 @@
 guard page: each input ends on the last byte before a page mapped PROT_NONE, so a read one byte
 too far is a segfault instead of a silent read of the allocator's next bytes (which the value
 tests cannot see). Inputs: random RLE / bit-packed runs and byte-array runs for the page kernels
-(qdbpm/parquet/_pages.pyx); Snappy blocks whole, cut short and mutated, their output buffers
-guarded too (qdbpm/parquet/_snappy.pyx); a real Parquet footer, its page headers, its chunks and its
+(qdbpm/parquet/_pages.pyx); Snappy and LZ4 blocks whole, cut short and mutated, their output
+buffers guarded too (qdbpm/parquet/_snappy.pyx, qdbpm/parquet/_lz4.pyx); a real Parquet footer, its page headers, its chunks and its
 `_pm`, each cut short and mutated, for the Thrift parser (qdbpm/parquet/_thrift.pyx), the chunk walk
 and its filter pass (qdbpm/parquet/_split.pyx) and the `_pm` checks (qdbpm/pm/_validate.pyx). Run in a child process,
 so a fault fails this test, not the session."""
@@ -16,7 +16,7 @@ import ctypes, mmap, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 from qdbpm.errors import ParquetFormatError, PmError
-from qdbpm.parquet import _pages, _snappy, _split, _thrift
+from qdbpm.parquet import _lz4, _pages, _snappy, _split, _thrift
 from qdbpm.pm import _validate
 from test_direct import random_runs
 
@@ -140,6 +140,20 @@ for case in range(300):
                 survives(lambda: _snappy.decode(guarded(b), guarded_out(size), want))
                 runs += 1
 
+# LZ4_RAW blocks (QuestDB's codec), whole, cut short and mutated, into pages of their size, smaller
+# and larger: input and output each end at a guard page
+lz4 = pa.Codec("lz4_raw")
+for case in range(300):
+    n = int(rng.integers(1, 8 * PAGE))
+    data = [rng.integers(0, 256, n, dtype=np.uint8), np.zeros(n, np.uint8),
+            np.tile(rng.integers(0, 256, int(rng.integers(1, 20)), dtype=np.uint8), n)[:n],
+            (np.arange(n, dtype=np.int64) * int(rng.integers(1, 999))).view(np.uint8)[:n]][case % 4]
+    block = lz4.compress(np.ascontiguousarray(data), asbytes=True)
+    for b in variants(block, 3):
+        for size in {n, int(rng.integers(0, n + 1)), min(ROOM, n + int(rng.integers(1, 64)))}:
+            survives(lambda: _lz4.decode(guarded(b), guarded_out(size)))
+            runs += 1
+
 for b in variants(footer, 300):
     survives(lambda: _thrift.parse_file_metadata(guarded(b), len(raw) - 8 - flen))
     survives(lambda: _thrift.scan_struct(guarded(b), 0))
@@ -166,6 +180,18 @@ for r in range(md.num_row_groups):
                     survives(lambda: _split.lookup_table(guarded(b), col.num_values, 1, 2 if c == 0 else 1, 1, known,
                                                          answers))
                     runs += 1
+# the chunk walk over LZ4_RAW chunks
+lz4_path = os.path.join(sys.argv[2], "lz4.parquet")
+pq.write_table(t, lz4_path, row_group_size=500, compression="lz4", data_page_size=1500)
+lz4_raw, lz4_md = open(lz4_path, "rb").read(), pq.ParquetFile(lz4_path).metadata
+for r in range(0, lz4_md.num_row_groups, 2):
+    for c in range(4):
+        col = lz4_md.row_group(r).column(c)
+        start = col.dictionary_page_offset or col.data_page_offset
+        for b in variants(lz4_raw[start:start + col.total_compressed_size], 20):
+            if len(b) <= ROOM:
+                survives(lambda: _split.split_table(guarded(b), col.num_values, 7))
+                runs += 1
 for b in variants(pm, 300):
     survives(lambda: _validate.check_open(guarded(b)))
     survives(lambda: _validate.check_open(guarded(b), len(raw)))

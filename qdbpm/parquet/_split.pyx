@@ -5,12 +5,13 @@ chunks ahead of a scan (table/_offload.pyx; `pages.assemble` builds the Split fr
 The same walk as `pages._split_pages` (its slow, obviously correct reference, which tests hold this
 to): page headers read by the Thrift codec (`_thrift.read_page_header`), each page's size checked
 against the bytes left, a dictionary page only first, data pages counted up to the chunk's value
-count, index pages passed over; Snappy pages decoded by `_snappy.decode_block` into one buffer,
-uncompressed ones left in place. It takes only what it can answer exactly (data pages v1, Snappy
-or no codec) and says so by its return code: anything else, malformed bytes included, is left to
-the Python walk, which raises what is wrong or reads what this does not. A Snappy page may not
-claim to decode to more than MAX_RATIO times its size (no Snappy block can), so hostile sizes
-never allocate beyond that.
+count, index pages passed over; Snappy and LZ4_RAW pages (QuestDB's codec) decoded by
+`_snappy.decode_block` / `_lz4.decode_block` into one buffer, uncompressed ones left in place. It
+takes only what it can answer exactly (data pages v1; Snappy, LZ4_RAW or no codec) and says so by
+its return code: anything else, malformed bytes included, is left to the Python walk, which raises
+what is wrong or reads what this does not. A page may not claim to decode to more than its codec's
+MAX_RATIO / LZ4_MAX_RATIO times its size (no block can), so hostile sizes never allocate beyond
+that.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -21,6 +22,7 @@ import os
 
 from ._pages cimport all_equal, lookup_runs
 from ._runs cimport RUN_OK, Runs, init_runs
+from ._lz4 cimport LZ4_OK, decode_block as lz4_block
 from ._snappy cimport block_length, decode_block
 from ._thrift cimport page_parser, read_page_header
 
@@ -32,6 +34,7 @@ cdef enum:
     PAGE_DICTIONARY = 2
     CODEC_UNCOMPRESSED = 0
     CODEC_SNAPPY = 1
+    CODEC_LZ4_RAW = 7
     PT_INT32 = 1
     PT_INT64 = 2
     PT_FLOAT = 4
@@ -41,6 +44,7 @@ cdef enum:
     ENC_RLE = 3
     ENC_RLE_DICTIONARY = 8
     MAX_RATIO = 22  # a Snappy copy of 64 bytes takes 3: no block decodes to more than ~21.4x its size
+    LZ4_MAX_RATIO = 256  # an LZ4 match grows 255 bytes a length byte: no block decodes to 256x its size
 
 
 # Decoded buffers kept for the next walks, as Arrow's pool keeps its freed pages: glibc maps a
@@ -119,7 +123,8 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
     cdef int64_t total = 0
     cdef int64_t* row
     cdef bint data_seen = False, dict_seen = False
-    if codec != CODEC_SNAPPY and codec != CODEC_UNCOMPRESSED:
+    cdef bint packed = codec == CODEC_SNAPPY or codec == CODEC_LZ4_RAW  # decoded into `out.decoded`
+    if not packed and codec != CODEC_UNCOMPRESSED:
         return 1
     while pos < n and total < num_values:
         end = read_page_header(parser, src, n, pos, h)
@@ -143,12 +148,14 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
             return 1
         if codec == CODEC_SNAPPY and h[2] > MAX_RATIO * h[3] + 32:
             return 1
+        if codec == CODEC_LZ4_RAW and h[2] > LZ4_MAX_RATIO * h[3] + 32:
+            return 1
         if out.npages == out.cap and _grow(out):
             return 1
         row = out.pages + out.npages * PAGE_FIELDS
         memcpy(row, h, 12 * sizeof(int64_t))
-        row[12] = need if codec == CODEC_SNAPPY else -1
-        if codec == CODEC_SNAPPY:
+        row[12] = need if packed else -1
+        if packed:
             need = (need + h[2] + 63) & ~(<Py_ssize_t>63)  # each page 64-byte aligned, as Arrow's pool gives it
         out.npages += 1
         pos = end + h[3]
@@ -162,6 +169,10 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
     for k in range(out.npages):
         row = out.pages + k * PAGE_FIELDS
         if row[12] < 0:
+            continue
+        if codec == CODEC_LZ4_RAW:  # the block must fill the page exactly
+            if lz4_block(src + row[0], row[3], out.decoded + row[12], row[2], &start) != LZ4_OK:
+                return 1
             continue
         # the block: its preamble must say the page's size, its elements fill exactly that
         if block_length(src + row[0], row[3], &start) != row[2]:

@@ -10,16 +10,14 @@ pyarrow's reader for both: its verdict on an odd or broken chunk stays the one u
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pyarrow as pa
-import zstandard
 
 from ..errors import ParquetFormatError
 from ..pm import layout as L
 from .. import buffers
 from . import _pages, _snappy, _thrift
+from .codecs import Unsupported, decompress
 from .constants import (ENCODING_PLAIN, ENCODING_PLAIN_DICTIONARY, ENCODING_RLE, ENCODING_RLE_DICTIONARY)
 
 PAGE_DATA, PAGE_INDEX, PAGE_DICTIONARY, PAGE_DATA_V2 = 0, 1, 2, 3
@@ -30,21 +28,6 @@ FIXED_DTYPES = {L.PT_INT32: np.dtype("<i4"), L.PT_INT64: np.dtype("<i8"), L.PT_F
 SUPPORTED_TYPES = frozenset(FIXED_DTYPES) | {L.PT_BYTE_ARRAY}
 DICTIONARY_ENCODINGS = (ENCODING_PLAIN_DICTIONARY, ENCODING_RLE_DICTIONARY)
 rle_pick = _pages.rle_pick  # a page's dictionary indexes at picked rows (also table/build.kept_array's)
-_CODECS = {L.CODEC_SNAPPY: "snappy", L.CODEC_GZIP: "gzip", L.CODEC_BROTLI: "brotli", L.CODEC_ZSTD: "zstd",
-           L.CODEC_LZ4_RAW: "lz4_raw"}  # Parquet LZ4_RAW is the raw block format; pyarrow "lz4" is frames
-# One codec object per thread: Arrow's codecs keep stream state (zlib's z_stream) that two
-# threads decompressing at once corrupt (a crash with gzip pages in lanes).
-_codecs_here = threading.local()
-# ZSTD pages below this many bytes go through zstandard with a context kept per thread: Arrow's
-# codec makes a context per call, ~9 us each (a 1.3 KB page: 11 us against 2.3 us); above it the
-# two decode alike and Arrow's output lands in its memory pool (buffers.py).
-ZSTD_SMALL = buffers.POOL_MIN
-
-
-class Unsupported(Exception):
-    """A chunk shape this reader leaves to pyarrow (not an error in the data)."""
-
-
 class Fixed:
     """Fixed-width values: `values` (numpy, one per row; a null's slot holds an arbitrary value)
     and `valid` (bool per row, or None when no row is null)."""
@@ -65,58 +48,6 @@ class Binary:
         self.offsets, self.data, self.valid = offsets, data, valid
 
 
-def _decompress(codec, payload, size):
-    if codec == L.CODEC_UNCOMPRESSED:
-        if len(payload) != size:
-            raise ParquetFormatError(f"uncompressed page of {len(payload)} bytes says it holds {size}")
-        return payload
-    if codec == L.CODEC_SNAPPY:  # our kernel: ~2x Arrow's codec on TPC-H's int64 pages (_snappy.pyx)
-        out = buffers.empty(size, np.uint8)
-        _snappy.decode(payload, out)
-        return out
-    if codec == L.CODEC_ZSTD and size < ZSTD_SMALL:
-        out = _zstd_small(payload, size)
-        if out is not None:
-            return out
-    name = _CODECS.get(codec)
-    if name is None:
-        raise Unsupported(f"codec {L.CODEC_NAMES[codec] if 0 <= codec < len(L.CODEC_NAMES) else codec}")
-    objects = getattr(_codecs_here, "objects", None)
-    if objects is None:
-        objects = _codecs_here.objects = {}
-    c = objects.get(name)
-    if c is None:
-        try:
-            c = objects[name] = pa.Codec(name)
-        except (pa.ArrowException, ValueError) as e:
-            raise Unsupported(f"codec {name}: {e}") from None
-    try:
-        out = c.decompress(payload, decompressed_size=size, asbytes=False)
-    except (pa.ArrowException, OSError, ValueError) as e:
-        raise ParquetFormatError(f"page does not decompress with {name}: {e}") from None
-    if out.size != size:
-        raise ParquetFormatError(f"page decompressed to {out.size} bytes, its header says {size}")
-    return np.frombuffer(out, np.uint8)
-
-
-def _zstd_small(payload, size):
-    """A page of one ZSTD frame that says it decodes to `size` bytes and does, with nothing after
-    it, decoded by zstandard; else None, and Arrow's codec decides, its errors included (frames
-    written without their size, several frames, trailing bytes, a corrupt frame)."""
-    d = getattr(_codecs_here, "zstd", None)
-    if d is None:
-        d = _codecs_here.zstd = zstandard.ZstdDecompressor()
-    try:
-        # the size checked before zstandard allocates what the frame says; an empty page goes to
-        # Arrow: after an empty frame zstandard's decompress lets trailing bytes pass (0.25)
-        if not size or zstandard.frame_content_size(payload) != size:
-            return None
-        out = d.decompress(payload, read_across_frames=False, allow_extra_data=False)  # one frame, nothing after
-    except zstandard.ZstdError:
-        return None
-    return np.frombuffer(out, np.uint8) if len(out) == size else None
-
-
 class _Page:
     """One data page, decompressed: `n` rows, `levels` (int32 per row, or None: every value present),
     the values' encoding and their bytes buf[pos:end]. `lazy`: a Snappy page whose values are
@@ -130,7 +61,7 @@ def _buffer(codec, payload, size, lazy):
     if lazy and codec == L.CODEC_SNAPPY:
         buf = buffers.empty(size, np.uint8)
         return buf, _snappy.Block(payload, buf)
-    return _decompress(codec, payload, size), None
+    return decompress(codec, payload, size), None
 
 
 def _avail(pg, want):
@@ -254,7 +185,7 @@ def _split_pages(blob, codec, max_def, num_values, upto=None):
                 raise ParquetFormatError(f"dictionary page at byte {pos} is not the chunk's first page")
             if h[5] not in (ENCODING_PLAIN, ENCODING_PLAIN_DICTIONARY) or h[4] < 0:
                 raise Unsupported(f"dictionary page encoding {h[5]}")
-            dictionary = (_decompress(codec, body, usize), h[4])
+            dictionary = (decompress(codec, body, usize), h[4])
         elif ptype in (PAGE_DATA, PAGE_DATA_V2):
             if h[4] > num_values - total:  # checked before its levels are allocated
                 raise ParquetFormatError(f"data page at byte {pos} holds {h[4]} values, its chunk "

@@ -1,7 +1,7 @@
 """The chunk walk without the GIL (`parquet/_split.pyx`, assembled by `pages.assemble`) against its
 reference, the Python walk (`pages.split_chunk`): over chunks from pyarrow (codecs, data pages v1
 and v2, dictionaries, small pages, nulls), DuckDB and Polars it takes every chunk of data pages v1
-with Snappy or no codec and gives the same Split; it leaves the rest to the Python walk; and over
+with Snappy, LZ4_RAW (QuestDB's codec) or no codec and gives the same Split; it leaves the rest to the Python walk; and over
 chunks cut short and mutated, whatever it takes equals what the Python walk gives (it never gives
 a different value), everything else being left to the Python walk's errors."""
 
@@ -18,7 +18,8 @@ from qdbpm.pm import layout as L
 from support.chunk_files import one_chunk
 
 CODECS = {"SNAPPY": L.CODEC_SNAPPY, "UNCOMPRESSED": L.CODEC_UNCOMPRESSED, "ZSTD": L.CODEC_ZSTD,
-          "GZIP": L.CODEC_GZIP, "LZ4_RAW": L.CODEC_LZ4_RAW}
+          "GZIP": L.CODEC_GZIP, "LZ4_RAW": L.CODEC_LZ4_RAW,
+          "LZ4": L.CODEC_LZ4_RAW}  # pyarrow names Parquet's LZ4_RAW "LZ4" (its framed LZ4 is LZ4_HADOOP)
 PTYPES = {"INT32": L.PT_INT32, "INT64": L.PT_INT64, "FLOAT": L.PT_FLOAT, "DOUBLE": L.PT_DOUBLE,
           "BYTE_ARRAY": L.PT_BYTE_ARRAY, "BOOLEAN": L.PT_BOOLEAN, "FIXED_LEN_BYTE_ARRAY": L.PT_FIXED_LEN_BYTE_ARRAY}
 
@@ -46,15 +47,18 @@ WRITERS = {
     "pyarrow-snappy-v2": lambda t, p: pq.write_table(t, p, compression="snappy", data_page_version="2.0"),
     "pyarrow-zstd": lambda t, p: pq.write_table(t, p, compression="zstd"),
     "pyarrow-snappy-plain": lambda t, p: pq.write_table(t, p, compression="snappy", use_dictionary=False),
+    "pyarrow-lz4-small-pages": lambda t, p: pq.write_table(t, p, row_group_size=1000, compression="lz4",
+                                                           data_page_size=800),
     "duckdb": lambda t, p: _duck(t, p),
+    "duckdb-lz4": lambda t, p: _duck(t, p, "lz4_raw"),
     "polars-snappy": lambda t, p: pl.from_arrow(t).write_parquet(p, compression="snappy", row_group_size=1200),
 }
 
 
-def _duck(t, p):
+def _duck(t, p, codec="snappy"):
     con = duckdb.connect()
     con.register("t", t)
-    con.execute(f"COPY (SELECT * FROM t) TO '{p}' (FORMAT parquet, ROW_GROUP_SIZE 1024, COMPRESSION snappy)")
+    con.execute(f"COPY (SELECT * FROM t) TO '{p}' (FORMAT parquet, ROW_GROUP_SIZE 1024, COMPRESSION {codec})")
     con.close()
 
 
@@ -125,11 +129,11 @@ def files(tmp_path_factory):
 
 
 @pytest.mark.parametrize("writer", list(WRITERS))
-def test_the_kernel_takes_every_v1_snappy_or_plain_chunk_and_splits_it_as_the_python_walk(files, writer):
+def test_the_kernel_takes_every_v1_snappy_lz4_or_plain_chunk_and_splits_it_as_the_python_walk(files, writer):
     taken = 0
     for blob, ptype, codec, max_def, n in chunks(files[writer]):
         ref, got = _python(blob, ptype, codec, max_def, n), _kernel(blob, ptype, codec, max_def, n)
-        eligible = (codec in (L.CODEC_SNAPPY, L.CODEC_UNCOMPRESSED) and ptype in pages.SUPPORTED_TYPES
+        eligible = (codec in (L.CODEC_SNAPPY, L.CODEC_LZ4_RAW, L.CODEC_UNCOMPRESSED) and ptype in pages.SUPPORTED_TYPES
                     and max_def <= 1 and not _v2(blob))
         assert (got is not None) == eligible, (writer, ptype, codec, max_def)
         if got is not None:
@@ -147,7 +151,8 @@ def _variants(blob, rng, k):
         yield np.frombuffer(bytes(b), np.uint8)
 
 
-@pytest.mark.parametrize("writer", ["pyarrow-snappy", "pyarrow-none-small-pages", "duckdb", "polars-snappy"])
+@pytest.mark.parametrize("writer", ["pyarrow-snappy", "pyarrow-none-small-pages", "duckdb", "polars-snappy",
+                                    "pyarrow-lz4-small-pages", "duckdb-lz4"])
 def test_what_the_kernel_takes_of_corrupt_chunks_equals_the_python_walk(files, writer):
     rng = np.random.default_rng(hash(writer) % 2**32)
     checked = taken = 0
@@ -164,19 +169,20 @@ def test_what_the_kernel_takes_of_corrupt_chunks_equals_the_python_walk(files, w
     assert checked > 100 and taken > 0  # flips inside values leave chunks readable
 
 
-def test_a_page_claiming_more_than_snappy_can_decode_is_not_allocated():
-    # a dictionary-free INT64 chunk of one Snappy page whose header claims 2 GB
-    blob = one_chunk(np.arange(100, dtype=np.int64), compression="snappy", use_dictionary=False)
+@pytest.mark.parametrize("compression, codec", [("snappy", L.CODEC_SNAPPY), ("lz4", L.CODEC_LZ4_RAW)])
+def test_a_page_claiming_more_than_its_codec_can_decode_is_not_allocated(compression, codec):
+    # a dictionary-free INT64 chunk of one compressed page whose header claims 2 GB
+    blob = one_chunk(np.arange(100, dtype=np.int64), compression=compression, use_dictionary=False)
     h = pages._thrift.page_header(np.frombuffer(blob, np.uint8), 0)
-    assert _split.split_table(np.frombuffer(blob, np.uint8), 100, L.CODEC_SNAPPY) is not None
+    assert _split.split_table(np.frombuffer(blob, np.uint8), 100, codec) is not None
     # uncompressed_page_size is field 2: rewrite its zigzag varint to claim 2**31 - 1 bytes
     usize = h[2]
     old = _zigzag(usize)
     at = blob.index(bytes([0x15]) + old)  # field 2, i32 (delta 1 from field 1)
     forged = blob[:at] + bytes([0x15]) + _zigzag(2**31 - 1) + blob[at + 1 + len(old):]
-    assert _split.split_table(np.frombuffer(forged, np.uint8), 100, L.CODEC_SNAPPY) is None
+    assert _split.split_table(np.frombuffer(forged, np.uint8), 100, codec) is None
     with pytest.raises(ParquetFormatError):
-        pages.split_chunk(np.frombuffer(forged, np.uint8), L.PT_INT64, L.CODEC_SNAPPY, 0, 100)
+        pages.split_chunk(np.frombuffer(forged, np.uint8), L.PT_INT64, codec, 0, 100)
 
 
 def _zigzag(v):

@@ -1,5 +1,5 @@
-"""ZSTD pages: small ones decoded by zstandard with a per-thread context (pages._zstd_small), the
-rest and every odd frame by Arrow's codec. Whatever the payload, `_decompress` gives what Arrow's
+"""ZSTD pages: small ones decoded by zstandard with a per-thread context (codecs._zstd_small), the
+rest and every odd frame by Arrow's codec. Whatever the payload, `codecs.decompress` gives what Arrow's
 codec gives: the same bytes, or a ParquetFormatError where Arrow fails."""
 
 import random
@@ -13,7 +13,7 @@ import zstandard
 
 import qdbpm
 from qdbpm.errors import ParquetFormatError
-from qdbpm.parquet import pages
+from qdbpm.parquet import codecs
 from qdbpm.pm import layout as L
 
 ARROW = pa.Codec("zstd")
@@ -30,7 +30,7 @@ def _arrow(payload, size):
 
 def _ours(payload, size):
     try:
-        return bytes(pages._decompress(L.CODEC_ZSTD, payload, size))
+        return bytes(codecs.decompress(L.CODEC_ZSTD, payload, size))
     except ParquetFormatError:
         return ParquetFormatError
 
@@ -64,7 +64,7 @@ def _payloads(rng, raw):
 @pytest.mark.parametrize("seed", range(3))
 def test_every_payload_decodes_as_arrows_codec_decodes_it(seed):
     rng = random.Random(seed)
-    for n in [0, 1, 7, 100, 1300, 5000, pages.ZSTD_SMALL - 1, pages.ZSTD_SMALL, 3 * pages.ZSTD_SMALL]:
+    for n in [0, 1, 7, 100, 1300, 5000, codecs.ZSTD_SMALL - 1, codecs.ZSTD_SMALL, 3 * codecs.ZSTD_SMALL]:
         raw = _raw(rng, n)
         for payload, size in _payloads(rng, raw):
             want = _arrow(payload, size)
@@ -74,12 +74,12 @@ def test_every_payload_decodes_as_arrows_codec_decodes_it(seed):
 def test_small_pages_take_zstandard_and_odd_frames_fall_back():
     raw = np.arange(100, dtype=np.int64).tobytes()
     one = zstandard.ZstdCompressor().compress(raw)
-    assert bytes(pages._zstd_small(one, len(raw))) == raw
-    assert pages._zstd_small(zstandard.ZstdCompressor(write_content_size=False).compress(raw), len(raw)) is None
-    assert pages._zstd_small(one + one, 2 * len(raw)) is None
-    assert pages._zstd_small(one + b"x", len(raw)) is None
-    assert pages._zstd_small(b"not zstd at all", len(raw)) is None
-    assert pages._zstd_small(one, len(raw) + 8) is None
+    assert bytes(codecs._zstd_small(one, len(raw))) == raw
+    assert codecs._zstd_small(zstandard.ZstdCompressor(write_content_size=False).compress(raw), len(raw)) is None
+    assert codecs._zstd_small(one + one, 2 * len(raw)) is None
+    assert codecs._zstd_small(one + b"x", len(raw)) is None
+    assert codecs._zstd_small(b"not zstd at all", len(raw)) is None
+    assert codecs._zstd_small(one, len(raw) + 8) is None
 
 
 def test_threads_decode_with_their_own_context():
@@ -92,7 +92,7 @@ def test_threads_decode_with_their_own_context():
         try:
             for _ in range(30):
                 for r, p in zip(raws, payloads):
-                    assert bytes(pages._decompress(L.CODEC_ZSTD, p, len(r))) == r
+                    assert bytes(codecs.decompress(L.CODEC_ZSTD, p, len(r))) == r
         except AssertionError as e:  # pragma: no cover - reported below
             errors.append(e)
 

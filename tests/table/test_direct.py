@@ -587,7 +587,7 @@ def _outcome(root, where):
 
 @pytest.mark.parametrize("codec, seed", [("none", s) for s in range(12)] + [("zstd", s) for s in range(8)])
 def test_corrupt_chunks_end_as_pyarrow_ends_them(tmp_path, codec, seed):
-    # zstd: small pages, so a mutated frame meets zstandard first (pages._zstd_small), then Arrow
+    # zstd: small pages, so a mutated frame meets zstandard first (codecs._zstd_small), then Arrow
     rng = np.random.default_rng(seed)
     t = source(seed).select(["k", "i32", "f64", "s", "ls", "dec"])
     root = tmp_path / "t"
@@ -762,6 +762,7 @@ def test_each_thread_decompresses_with_its_own_codec_objects():
     ("invalid distances set") or crash, as lanes did on gzip pages. Each thread has its own."""
     import threading
 
+    from qdbpm.parquet import codecs
     from qdbpm.pm import layout as L
 
     data = bytes(range(256)) * 512
@@ -769,8 +770,8 @@ def test_each_thread_decompresses_with_its_own_codec_objects():
     seen = []
 
     def run():
-        assert pages._decompress(L.CODEC_GZIP, payload, len(data)).tobytes() == data
-        seen.append(pages._codecs_here.objects["gzip"])
+        assert codecs.decompress(L.CODEC_GZIP, payload, len(data)).tobytes() == data
+        seen.append(codecs._codecs_here.objects["gzip"])
 
     threads = [threading.Thread(target=run) for _ in range(2)]
     for t in threads:

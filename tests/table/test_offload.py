@@ -95,7 +95,7 @@ QUERIES = [("q < 24 AND s = 'b'", ["k", "price", "note"]), ("q BETWEEN 5 AND 7",
            ("s IS NULL AND price > 1200", ["note", "q"])]
 
 
-@pytest.mark.parametrize("codec", ["snappy", "none", "zstd"])
+@pytest.mark.parametrize("codec", ["snappy", "lz4", "none", "zstd"])
 def test_scans_read_what_pyarrow_reads_with_the_worker_on_and_off(tmp_path, lanes, monkeypatch, codec):
     whole = _table(str(tmp_path / "t"), codec=codec)
     for enabled in (True, False):
@@ -103,7 +103,8 @@ def test_scans_read_what_pyarrow_reads_with_the_worker_on_and_off(tmp_path, lane
         for where, cols in QUERIES:
             want = whole.filter(to_arrow(where_text(where), whole.schema)).select(cols)
             assert same(read_table(str(tmp_path / "t"), cols, where), want), (codec, enabled, where)
-    # Snappy and plain chunks are split on the worker; ZSTD ones are its to read, the pool's to split
+    # Snappy, LZ4_RAW (pyarrow's "lz4", QuestDB's codec) and plain chunks are split on the worker;
+    # ZSTD ones are its to read, the pool's to split
     assert (lanes["worker"] > 0) == (codec != "zstd")
 
 
@@ -248,7 +249,7 @@ def test_a_scan_leaves_nothing_to_the_cycle_collector(tmp_path, lanes, where):
     assert lanes["worker"] > 0
 
 
-@pytest.mark.parametrize("codec", ["snappy", "none"])
+@pytest.mark.parametrize("codec", ["snappy", "lz4", "none"])
 def test_the_filter_pass_on_the_worker_keeps_the_rows_pyarrow_keeps(tmp_path, lanes, monkeypatch, codec):
     """Once the Decider's memo holds a predicate column's values, a unit's filter pass runs on
     the worker (offload.kept): the rows read equal pyarrow's with it on and off; a memo lacking
