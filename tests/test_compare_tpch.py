@@ -82,3 +82,30 @@ def test_timeline_orders_a_one_shots_phases_and_restores_what_it_patched(tmp_pat
     assert got["first_pool_task"] is None or got["plan"] <= got["first_pool_task"] <= got["total"]
     assert 0 <= got["pool_busy"] <= 1 and got["pool_waiting"] >= 0
     assert set(PHASES) <= set(got) and "one shot" in describe(got)
+
+
+def test_recompressed_rewrites_each_partition_with_the_codec_once(tmp_path):
+    """`--codec lz4_raw`: the partitions re-written with QuestDB's codec, rows and row groups as
+    they were, each with its `_pm`; the copy is built once."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from qdbpm.parquet.footer import read_footer
+    from qdbpm.pm import layout as L
+
+    src = tmp_path / "src"
+    for m in range(2):
+        (src / f"2024-0{m + 1}").mkdir(parents=True)
+        pq.write_table(pa.table({"x": np.arange(3000) + 3000 * m}), src / f"2024-0{m + 1}" / "data.parquet",
+                       compression="snappy")
+    root = compare_tpch.recompressed(str(src), str(tmp_path / "copy"), "lz4_raw")
+    for m in range(2):
+        path = os.path.join(root, f"2024-0{m + 1}", "data.parquet")
+        assert set(read_footer(path).chunks["codec"].ravel().tolist()) == {L.CODEC_LZ4_RAW}
+        want = pq.read_table(src / f"2024-0{m + 1}" / "data.parquet")
+        assert pq.read_table(path).cast(want.schema).equals(want)  # DuckDB marks the column required
+        assert os.path.exists(os.path.join(os.path.dirname(path), "_pm"))
+    stamp = os.path.getmtime(os.path.join(root, "2024-01", "data.parquet"))
+    assert compare_tpch.recompressed(str(src), str(tmp_path / "copy"), "lz4_raw") == root
+    assert os.path.getmtime(os.path.join(root, "2024-01", "data.parquet")) == stamp
