@@ -28,6 +28,23 @@ _MESSAGES = {LZ4_TRUNCATED: "a sequence is cut short", LZ4_LITERAL_OVER: "litera
              LZ4_SHORT: "the block ends before the page's size"}
 
 
+cdef inline Py_ssize_t _longer(const uint8_t* src, Py_ssize_t n, Py_ssize_t* ip, Py_ssize_t length,
+                              Py_ssize_t most) noexcept nogil:
+    """A length nibble of 15 and the length bytes from src[ip[0]]: each added, until one is not
+    255. -1 when the input ends first, -2 once past `most` (so the sum cannot overflow)."""
+    cdef unsigned int b
+    while True:
+        if ip[0] >= n:
+            return -1
+        b = src[ip[0]]
+        ip[0] += 1
+        length += b
+        if length > most:
+            return -2
+        if b != 255:
+            return length
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 cdef int decode_block(const uint8_t* src, Py_ssize_t n, uint8_t* dst, Py_ssize_t cap,
@@ -35,7 +52,7 @@ cdef int decode_block(const uint8_t* src, Py_ssize_t n, uint8_t* dst, Py_ssize_t
     """The block src[:n] into dst[:cap], which it must fill exactly: LZ4_OK, or what is wrong
     (`at`: the input byte of the sequence at fault)."""
     cdef Py_ssize_t ip = 0, op = 0, lit, mlen, off, i, seq
-    cdef unsigned int token, b
+    cdef unsigned int token
     if n == 0:
         at[0] = 0
         return LZ4_OK if cap == 0 else LZ4_TRUNCATED
@@ -48,16 +65,9 @@ cdef int decode_block(const uint8_t* src, Py_ssize_t n, uint8_t* dst, Py_ssize_t
         ip += 1
         lit = token >> 4
         if lit == 15:
-            while True:
-                if ip >= n:
-                    return LZ4_TRUNCATED
-                b = src[ip]
-                ip += 1
-                lit += b
-                if lit > n:  # no literal run is longer than the input (and the sum cannot overflow)
-                    return LZ4_LITERAL_OVER
-                if b != 255:
-                    break
+            lit = _longer(src, n, &ip, lit, n)  # no literal run is longer than the input
+            if lit < 0:
+                return LZ4_TRUNCATED if lit == -1 else LZ4_LITERAL_OVER
         if lit > n - ip:
             return LZ4_LITERAL_OVER
         if lit > cap - op:
@@ -78,16 +88,9 @@ cdef int decode_block(const uint8_t* src, Py_ssize_t n, uint8_t* dst, Py_ssize_t
             return LZ4_OFFSET_BAD
         mlen = token & 15
         if mlen == 15:
-            while True:
-                if ip >= n:
-                    return LZ4_TRUNCATED
-                b = src[ip]
-                ip += 1
-                mlen += b
-                if mlen > cap:  # no match is longer than the page
-                    return LZ4_OUTPUT_OVER
-                if b != 255:
-                    break
+            mlen = _longer(src, n, &ip, mlen, cap)  # no match is longer than the page
+            if mlen < 0:
+                return LZ4_TRUNCATED if mlen == -1 else LZ4_OUTPUT_OVER
         mlen += 4
         if mlen > cap - op:
             return LZ4_OUTPUT_OVER
