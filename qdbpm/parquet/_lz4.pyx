@@ -14,7 +14,9 @@ match copied from there (it may overlap what it writes). The last sequence has l
 ends the block. Every length is checked against the bytes left on both sides before anything is
 copied, an offset must be 1 .. bytes written, and the block must fill its page exactly: a malformed
 one gives an error code, never a read or write outside either buffer (tests/test_kernel_bounds.py).
-The fast paths copy 16 / 8 bytes at a time only where both buffers have that room left.
+The fast paths copy 16 / 8 bytes at a time only where both buffers have that room left: the
+common sequence (both lengths under 15, an offset of 8 or more) takes no check per copy while the
+input holds 32 more bytes and the output 48.
 """
 
 cimport cython
@@ -57,6 +59,26 @@ cdef int decode_block(const uint8_t* src, Py_ssize_t n, uint8_t* dst, Py_ssize_t
         at[0] = 0
         return LZ4_OK if cap == 0 else LZ4_TRUNCATED
     while True:
+        # The common sequence (literals and match both under 15, offset 8 or more) without a
+        # check per copy: while the input holds 32 more bytes (a token, 14 literals, an offset)
+        # and the output 48 (16 of literals, 24 of match), copies overshoot inside that room.
+        while n - ip >= 32 and cap - op >= 48:
+            token = src[ip]
+            lit = token >> 4
+            mlen = token & 15
+            if lit == 15 or mlen == 15:
+                break
+            off = src[ip + 1 + lit] | (<Py_ssize_t>src[ip + 2 + lit] << 8)
+            if off < 8 or off > op + lit:
+                break
+            memcpy(dst + op, src + ip + 1, 16)
+            op += lit
+            ip += 3 + lit
+            # at most 18 bytes from 8 or more back: three 8-byte moves, each reading bytes written
+            memcpy(dst + op, dst + op - off, 8)
+            memcpy(dst + op + 8, dst + op - off + 8, 8)
+            memcpy(dst + op + 16, dst + op - off + 16, 8)
+            op += mlen + 4
         seq = ip
         at[0] = seq
         if ip >= n:
