@@ -366,9 +366,10 @@ BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
 def command(argv=None) -> int:
     """The `qdbpm` command (its console script, `python -m qdbpm.cli`): `main` in a process of
     its own. numpy's OpenBLAS starts a thread per core when numpy loads, which spins for ~0.1 s
-    on the cores qdbpm's own threads need: a Q6 `scan --count` of TPC-H took 0.62 s and 0.68 s of
-    CPU, 0.58 s and 0.53 s without it. Set here, before any command loads numpy, and only where
-    the user has not (`main` called from a program leaves its environment alone)."""
+    on the cores qdbpm's own threads need: a Q6 `scan --count` of TPC-H took 0.66 s and 0.72 s of
+    CPU, 0.62 s and 0.57 s without it (medians of 15 pairs). Set here, before any command loads
+    numpy, and only where the user has not (`main` called from a program leaves its environment
+    alone)."""
     for name, value in BLAS_THREADS.items():
         os.environ.setdefault(name, value)
     return main(argv)

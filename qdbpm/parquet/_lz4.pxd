@@ -11,6 +11,7 @@ cdef enum:
     LZ4_OUTPUT_OVER = 3
     LZ4_OFFSET_BAD = 4
     LZ4_SHORT = 5
+    LZ4_MAX_RATIO = 256  # an LZ4 match grows 255 bytes a length byte: no block decodes to 256x its size
 
 
 cdef int decode_block(const uint8_t* src, Py_ssize_t n, uint8_t* dst, Py_ssize_t cap,

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Kernel: Parquet's LZ4_RAW pages, an LZ4 block without framing, decoded whole (`pages` and the
+"""Kernel: Parquet's LZ4_RAW pages, an LZ4 block without framing, decoded whole (`codecs` and the
 chunk walk `_split` are its callers; pyarrow's "lz4_raw" codec is its reference in the tests).
 
 QuestDB writes its Parquet partitions with LZ4_RAW. The chunk walk that runs without the GIL on
@@ -24,6 +24,8 @@ from libc.stdint cimport uint8_t
 from libc.string cimport memcpy
 
 from ..errors import ParquetFormatError
+
+MAX_RATIO = LZ4_MAX_RATIO  # the most a page may claim, times its size (_lz4.pxd): callers refuse more
 
 _MESSAGES = {LZ4_TRUNCATED: "a sequence is cut short", LZ4_LITERAL_OVER: "literals run past the input",
              LZ4_OUTPUT_OVER: "a sequence runs past the page's size", LZ4_OFFSET_BAD: "a match reaches before the output's start",

@@ -9,9 +9,9 @@ count, index pages passed over; Snappy and LZ4_RAW pages (QuestDB's codec) decod
 `_snappy.decode_block` / `_lz4.decode_block` into one buffer, uncompressed ones left in place. It
 takes only what it can answer exactly (data pages v1; Snappy, LZ4_RAW or no codec) and says so by
 its return code: anything else, malformed bytes included, is left to the Python walk, which raises
-what is wrong or reads what this does not. A page may not claim to decode to more than its codec's
-MAX_RATIO / LZ4_MAX_RATIO times its size (no block can), so hostile sizes never allocate beyond
-that.
+what is wrong or reads what this does not. A page may not claim to decode to more than MAX_RATIO
+(Snappy) or LZ4_MAX_RATIO (`_lz4.pxd`) times its size (no block can), so hostile sizes never
+allocate beyond that.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -22,7 +22,7 @@ import os
 
 from ._pages cimport all_equal, lookup_runs
 from ._runs cimport RUN_OK, Runs, init_runs
-from ._lz4 cimport LZ4_OK, decode_block as lz4_block
+from ._lz4 cimport LZ4_MAX_RATIO, LZ4_OK, decode_block as lz4_block
 from ._snappy cimport block_length, decode_block
 from ._thrift cimport page_parser, read_page_header
 
@@ -44,7 +44,6 @@ cdef enum:
     ENC_RLE = 3
     ENC_RLE_DICTIONARY = 8
     MAX_RATIO = 22  # a Snappy copy of 64 bytes takes 3: no block decodes to more than ~21.4x its size
-    LZ4_MAX_RATIO = 256  # an LZ4 match grows 255 bytes a length byte: no block decodes to 256x its size
 
 
 # Decoded buffers kept for the next walks, as Arrow's pool keeps its freed pages: glibc maps a

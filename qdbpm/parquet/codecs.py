@@ -17,15 +17,14 @@ from ..errors import ParquetFormatError
 from ..pm import layout as L
 from . import _lz4, _snappy
 
-LZ4_MAX_RATIO = 256  # an LZ4 match grows 255 bytes a length byte (_split's bound too)
 _CODECS = {L.CODEC_ZSTD: "zstd"}  # through Arrow's one-shot codec (pages past zstandard's)
 # Arrow's one-shot gzip and brotli return a buffer of the size asked for whatever the page decodes
 # to (the bytes it did not write included): their pages are read as a stream, as far as one byte
 # past the header's size, so a page that decodes to more or less is an error (as in pyarrow's
 # reader) and a header's claim allocates only what the page holds. The same speed (1.6 MB page).
 _STREAMED = {L.CODEC_GZIP: "gzip", L.CODEC_BROTLI: "brotli"}
-# One codec object per thread: Arrow's codecs keep stream state (zlib's z_stream) that two
-# threads decompressing at once corrupt (a crash with gzip pages in lanes).
+# One codec object per thread: Arrow's codecs may keep stream state that two threads
+# decompressing at once corrupt (zlib's did: a crash with gzip pages in lanes).
 _codecs_here = threading.local()
 # ZSTD pages below this many bytes go through zstandard with a context kept per thread: Arrow's
 # codec makes a context per call, ~9 us each (a 1.3 KB page: 11 us against 2.3 us); above it the
@@ -49,7 +48,7 @@ def decompress(codec, payload, size):
         _snappy.decode(payload, out)
         return out
     if codec == L.CODEC_LZ4_RAW:  # the raw block format (pyarrow's "lz4_raw"), our kernel (_lz4.pyx)
-        if size > LZ4_MAX_RATIO * len(payload) + 32:  # no LZ4 block can: refused before allocating
+        if size > _lz4.MAX_RATIO * len(payload) + 32:  # no LZ4 block can: refused before allocating
             raise ParquetFormatError(f"lz4 page of {len(payload)} bytes says it decodes to {size}")
         out = buffers.empty(size, np.uint8)
         _lz4.decode(payload, out)
