@@ -359,10 +359,6 @@ def main(argv=None) -> int:
         return 1
 
 
-# Our threads (the offload worker, the decode pool) need the cores; qdbpm calls no BLAS.
-BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
-
-
 def command(argv=None) -> int:
     """The `qdbpm` command (its console script, `python -m qdbpm.cli`): `main` in a process of
     its own. numpy's OpenBLAS starts a thread per core when numpy loads, which spins for ~0.1 s
@@ -370,8 +366,7 @@ def command(argv=None) -> int:
     CPU, 0.62 s and 0.57 s without it (medians of 15 pairs). Set here, before any command loads
     numpy, and only where the user has not (`main` called from a program leaves its environment
     alone)."""
-    for name, value in BLAS_THREADS.items():
-        os.environ.setdefault(name, value)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # our threads need the cores; qdbpm calls no BLAS
     return main(argv)
 
 

@@ -11,6 +11,7 @@ import pytest
 from qdbpm.errors import ParquetFormatError
 from qdbpm.parquet import _lz4, codecs
 from qdbpm.pm import layout as L
+from support.parquet_oracle import arrow_decompressed
 
 CODEC = pa.Codec("lz4_raw")
 
@@ -39,14 +40,6 @@ def _ours(b, size):
     out = np.empty(size, np.uint8)
     _lz4.decode(b, out)
     return bytes(out)
-
-
-def _theirs(b, size):
-    try:
-        got = CODEC.decompress(b, decompressed_size=size, asbytes=True)
-    except (pa.ArrowException, OSError, ValueError):
-        return None
-    return got if len(got) == size else None
 
 
 def test_every_block_the_library_writes_decodes_to_the_same_bytes():
@@ -101,7 +94,7 @@ def test_mutated_blocks_decode_as_the_library_or_raise():
         if rng.random() < 0.3:
             b = b[:int(rng.integers(0, len(b) + 1))]
         b = np.frombuffer(bytes(b), np.uint8)
-        theirs = _theirs(b, n)
+        theirs = arrow_decompressed("lz4_raw", b, n)
         try:
             ours = _ours(b, n)
         except ParquetFormatError:

@@ -15,17 +15,12 @@ import qdbpm
 from qdbpm.errors import ParquetFormatError
 from qdbpm.parquet import codecs
 from qdbpm.pm import layout as L
-
-ARROW = pa.Codec("zstd")
-
+from support.parquet_oracle import arrow_decompressed
 
 def _arrow(payload, size):
-    """Arrow's answer: the bytes, or the exception class it raises."""
-    try:
-        out = ARROW.decompress(payload, decompressed_size=size, asbytes=True)
-    except (pa.ArrowException, OSError, ValueError):
-        return ParquetFormatError
-    return out if len(out) == size else ParquetFormatError
+    """Arrow's answer: the bytes, or the exception class ours raises where Arrow fails."""
+    got = arrow_decompressed("zstd", payload, size)
+    return ParquetFormatError if got is None else got
 
 
 def _ours(payload, size):
@@ -49,7 +44,7 @@ def _payloads(rng, raw):
     one = zstandard.ZstdCompressor(level=rng.choice([1, 9, 19])).compress(raw)
     no_size = zstandard.ZstdCompressor(write_content_size=False).compress(raw)
     checked = zstandard.ZstdCompressor(write_checksum=True).compress(raw)
-    cases = [(one, len(raw)), (no_size, len(raw)), (checked, len(raw)), (ARROW.compress(raw, asbytes=True), len(raw)),
+    cases = [(one, len(raw)), (no_size, len(raw)), (checked, len(raw)), (pa.Codec("zstd").compress(raw, asbytes=True), len(raw)),
              (one + one, 2 * len(raw)),  # two frames: Arrow decodes both
              (one + b"\x00junk", len(raw)),  # trailing bytes
              (one, len(raw) + 1), (one, max(len(raw) - 1, 0)),  # a header that says another size

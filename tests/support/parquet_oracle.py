@@ -7,7 +7,7 @@
 Both return plain Python structures: per chunk a dict keyed by (row group, column).
 `compare(footer, path)` asserts ParquetFooter against both and returns the number of chunks seen.
 `footer_of` / `footer_meta` cut the footer out of a whole file; `pyarrow_reads(path)`: whether pyarrow
-can read its metadata at all.
+can read its metadata at all; `arrow_decompressed`: what Arrow's codec makes of a page's payload.
 """
 
 from __future__ import annotations
@@ -42,6 +42,18 @@ def footer_meta(data: bytes):
     """(footer offset, footer length, FileMetaData bytes) of a whole Parquet file."""
     n = int.from_bytes(data[-8:-4], "little")
     return len(data) - 8 - n, n, data[-8 - n : -8]
+
+
+def arrow_decompressed(name, payload, size):
+    """Arrow's codec `name` on a page's payload said to decode to `size` bytes: those bytes, or
+    None where it raises or gives another size (the reference our page decoders are held to)."""
+    import pyarrow as pa
+
+    try:
+        got = pa.Codec(name).decompress(payload, decompressed_size=size, asbytes=True)
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    return got if len(got) == size else None
 
 
 def pyarrow_reads(path) -> bool:
