@@ -11,7 +11,9 @@ or recurse without limit. Errors raise ParquetFormatError naming the problem and
 
 Per chunk the kernel also checks what it alone sees cheaply: types and paths repeat row group 0's,
 offsets and sizes are not negative, the codec is known, and (footer offset given) every range lies
-in the data region. The row group loop runs without the GIL: its primitives are plain C that
+in the data region. A column's value that repeats the previous row group's bytes exactly
+(encodings, encoding_stats, size_statistics) is taken from a memo instead of parsed again
+(`same_as`). The row group loop runs without the GIL: its primitives are plain C that
 record the first error and return -1, raised once back with the GIL. The arrays are allocated
 here, in one block, because their sizes are only known mid-stream (R from the row group list
 header, C from the first row group's column list). The schema tree and its cross checks are
@@ -21,7 +23,7 @@ qdbpm.parquet's job.
 cimport cython
 from cpython.mem cimport PyMem_RawFree, PyMem_RawRealloc
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcmp, memset
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
@@ -181,6 +183,14 @@ cdef int V2_SLOT[7]  # data_page_header_v2 field id -> page_header's slot (1 and
 V2_SLOT[:] = [0, 0, 7, 8, 5, 9, 10]
 
 cdef uint8_t ENC_BIT[10]
+# Per column, the spans of the previous row group's ColumnMetaData that a later one may repeat
+# byte for byte (`_Parser.same_as`): the encodings list and what it decoded to, then up to
+# MEMO_SKIPS skipped fields (field id << 8 | wire type, start, length) in wire order.
+cdef enum:
+    MEMO_SKIPS = 4
+    MEMO_ENC = 0              # start, length, encoding bits | _pm encodings byte << 32
+    MEMO_SKIP = 3             # (key, start, length) x MEMO_SKIPS
+    MEMO_W = 3 + 3 * MEMO_SKIPS
 ENC_BIT[:] = [1, 0, 2, 0, 0, 4, 8, 16, 2, 32]
 ENCODING_BITS = tuple(ENC_BIT[i] for i in range(10))
 
@@ -289,6 +299,7 @@ cdef class _Parser:
     cdef int64_t* RS              # (R, 2): byte span of each RowGroup struct
     cdef int64_t* sort_off        # (R + 1,): sorting columns of row group r are [off[r], off[r+1])
     cdef int64_t* P               # (C, 2): (start, length) of row group 0's path_in_schema per column
+    cdef int64_t* M               # (C, MEMO_W): the previous row group's spans, see `same_as`
     # Growable C buffers (raw allocator: usable without the GIL).
     cdef int32_t* sort_idx
     cdef uint8_t* sort_flags      # bit 0 descending, bit 1 nulls_first
@@ -737,6 +748,34 @@ cdef class _Parser:
             k += 1
         return k
 
+    cdef inline bint same_as(self, Py_ssize_t pos, int64_t start, int64_t n) noexcept nogil:
+        """Whether the n bytes at `pos` repeat the n at `start`, a value parsed before in the same
+        context (same column, field and wire type, hence same depth). Decoding reads a value's
+        bytes and nothing else, and each list element takes a byte, so identical bytes decode to
+        the identical value, end and checks, and the value at `pos` needs no second parse. Most
+        writers repeat a column's encodings, encoding_stats and size_statistics row group after
+        row group."""
+        cdef const uint8_t* a = self.p + pos
+        cdef const uint8_t* b = self.p + start
+        cdef uint64_t x, y
+        if n <= 0 or n > self.end - pos:
+            return False
+        while n >= 8:
+            memcpy(&x, a, 8)
+            memcpy(&y, b, 8)
+            if x != y:
+                return False
+            a += 8
+            b += 8
+            n -= 8
+        while n > 0:
+            if a[0] != b[0]:
+                return False
+            a += 1
+            b += 1
+            n -= 1
+        return True
+
     cdef Py_ssize_t skip(self, Py_ssize_t pos, int ttype, int depth, bint in_coll) noexcept nogil:
         """Skip one value of any type. A bool takes no bytes as a struct field (its value is the
         type nibble) and one byte inside a collection. `depth` counts enclosing containers."""
@@ -1120,6 +1159,7 @@ cdef class _Parser:
         try:
             block = np.empty(total, np.uint8)
             a_p0 = np.full((C, 2), -1, np.int64)
+            a_memo = np.zeros((C, MEMO_W), np.int64)
         except MemoryError:
             return <int>self.err(E_NOMEM, at, NULL, NULL, self.R, C)
         self.C = C
@@ -1141,6 +1181,9 @@ cdef class _Parser:
             self.E = <uint32_t*>&mem[o_enc]
             self.PT = &mem[o_pt]
             self.P = &p0[0, 0]
+            p0 = a_memo
+            self.M = &p0[0, 0]
+            self.keep.append(a_memo)
         return 0
 
     cdef Py_ssize_t parse_row_group(self, Py_ssize_t pos, Py_ssize_t r, int depth) noexcept nogil:
@@ -1378,6 +1421,9 @@ cdef class _Parser:
         cdef Py_ssize_t RC = self.RC
         cdef int64_t* I = self.I
         cdef ChunkRec* rec = self.K + k
+        cdef int64_t* memo = self.M + MEMO_W * self.c
+        cdef int64_t* sk = memo + MEMO_SKIP
+        cdef int nskip = 0
         while True:
             pos = self.field(pos, &ft, &fid)
             if pos < 0:
@@ -1396,6 +1442,13 @@ cdef class _Parser:
                     return self.err(E_PHYSICAL_TYPE, at, NULL, NULL, v, 0)
                 self.PT[k] = <uint8_t>v
             elif fid == 2:
+                if self.same_as(pos, memo[MEMO_ENC], memo[MEMO_ENC + 1]):
+                    pos += memo[MEMO_ENC + 1]
+                    rec.encodings = <uint8_t>(memo[MEMO_ENC + 2] >> 32)
+                    self.E[k] = <uint32_t>memo[MEMO_ENC + 2]
+                    seen |= (<uint32_t>1) << 2
+                    continue
+                memo[MEMO_ENC + 1] = 0
                 pos = self.list_of(pos, ft, CT_I32, &size, &et, b"ColumnMetaData.encodings", depth)
                 if pos >= 0 and size < 0:
                     continue
@@ -1409,6 +1462,10 @@ cdef class _Parser:
                         enc |= (<uint32_t>1) << v
                 rec.encodings = enc_bits
                 self.E[k] = enc
+                if pos >= 0:
+                    memo[MEMO_ENC] = at
+                    memo[MEMO_ENC + 1] = pos - at
+                    memo[MEMO_ENC + 2] = (<int64_t>enc_bits << 32) | enc
             elif fid == 3:
                 size = 0
                 pos = self.parse_path(pos, ft, depth, &size)
@@ -1446,6 +1503,16 @@ cdef class _Parser:
             elif fid == 15:
                 pos = self.read_nonneg(pos, ft, 32, &v, b"ColumnMetaData.bloom_filter_length")
                 I[F_BLOOM_LENGTH * RC + k] = v
+            elif nskip < MEMO_SKIPS:  # encoding_stats, size_statistics, ...: often repeated
+                if sk[0] == fid * 256 + ft and self.same_as(pos, sk[1], sk[2]):
+                    pos += sk[2]
+                else:
+                    pos = self.skip(pos, ft, depth, False)
+                    sk[0] = fid * 256 + ft
+                    sk[1] = at
+                    sk[2] = pos - at
+                sk += 3
+                nskip += 1
             else:
                 pos = self.skip(pos, ft, depth, False)
             if pos < 0:
@@ -1470,8 +1537,7 @@ cdef class _Parser:
         if self.r > 0:
             ps = self.P[2 * c]
             pl = self.P[2 * c + 1]
-            if (pl > 0 and ttype == CT_LIST and pl <= self.end - start
-                    and memcmp(self.p + start, self.p + ps, pl) == 0):
+            if ttype == CT_LIST and self.same_as(start, ps, pl):
                 return pos + pl
         pos = self.list_of(pos, ttype, CT_BINARY, size, &et, b"ColumnMetaData.path_in_schema", depth)
         if pos < 0 or size[0] < 0:
