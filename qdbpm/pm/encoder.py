@@ -3,10 +3,9 @@
 No I/O: pm/writer.py writes what this produces. Byte layout decisions follow
 docs/format.md#writing; `layout` holds every offset and flag.
 
-Speed (a 10,000-row-group description is 80,000 chunk records): without any out-of-line bytes
-the blocks are a dense grid filled in place with stat slots from pm/stat_slots.py
-(`BlockPlan.fill_dense`); otherwise the kernel in `_encode.pyx` sizes every out-of-line region
-and writes whole blocks, one pass per row group. Either way any run of blocks can be produced on
+Speed (a 10,000-row-group description is 80,000 chunk records): the kernel in `_encode.pyx`
+sizes every out-of-line region and writes whole blocks, stat slots included, in one pass per row
+group; without out-of-line bytes the layout is a plain grid. Any run of blocks can be produced on
 its own (`BlockPlan.fill_rows`), so the writer streams a fresh file piece by piece.
 """
 
@@ -20,7 +19,7 @@ from . import _encode
 from . import layout as L
 from .crc import crc32
 from .description import Description
-from .stat_slots import KIND_KEEP, KIND_SET, STAT_FIELDS, StatSlots
+from .stat_slots import KIND_KEEP, KIND_SET, ool_rows
 from ..errors import PmError
 
 _U32 = struct.Struct("<I")
@@ -141,12 +140,10 @@ class BlockPlan:
     caller's buffer, so `encode_file` assembles the file without intermediate copies.
 
     Dense case (no OOL bytes anywhere): the blocks are a (rows, 8 + 64 * columns) grid after the
-    alignment pad, and `fill_dense` writes any run of rows, computing their stats as it goes
-    (the streaming writer writes them piece by piece).
-
-    Otherwise, per row group: the OOL region holds per column min, max, then (pad to 8 +
-    bloom). Row groups with OOL stats only are laid out at once (their offsets are a prefix sum
-    over (column, min/max)); the ones with inline bitsets one by one.
+    alignment pad. Otherwise, per row group: the OOL region holds per column min, max, then (pad
+    to 8 + bloom); the kernel sizes every region (`_encode.ool_layout`) and offsets are a prefix
+    sum. Either way `_encode.fill_blocks` writes the bytes, any run of rows on its own
+    (`fill_rows`), so the writer streams a fresh file piece by piece.
     """
 
     def __init__(self, d: Description, rows, base: int):
@@ -154,10 +151,8 @@ class BlockPlan:
         rows = self.rows = np.asarray(rows, np.int64)
         nrows = len(rows)
         ncols = self.ncols = len(d.columns)
+        R = d.chunks.shape[0]
         bloom_cols = bloom_columns_of(d)
-        self.stats = stats = StatSlots(d)
-        self.stat_data = stats.data
-        self.every = nrows == d.chunks.shape[0] and (nrows == 0 or bool((rows == np.arange(nrows)).all()))
         fixed = self.fixed = L.block_size(ncols)
         inline_blooms = d.blooms is not None and not d.bloom_external and bloom_cols
         bl_len = np.full((nrows, ncols), -1, np.int64)
@@ -169,12 +164,28 @@ class BlockPlan:
                 r, c = np.argwhere(bad)[0]
                 raise PmError(f"bloom bitset of row group {rows[r]} column {c} is {bl_len[r, c]} bytes; "
                               "a split-block filter is a positive multiple of 32")
+        # The kernel's whole-file inputs, made contiguous once for every piece fill_rows writes.
+        if d.stats is None:
+            self.st_start = np.zeros((R, ncols, 2), np.int64)
+            self.st_length = np.full((R, ncols, 2), -1, np.int64)
+            self.stat_data = np.zeros(0, np.uint8)
+        else:
+            if d.stats.length.shape != (R, ncols, 2):
+                raise PmError(f"stats have shape {d.stats.length.shape}, expected {(R, ncols, 2)}")
+            self.st_start = np.asarray(d.stats.start, np.int64)
+            self.st_length = np.asarray(d.stats.length, np.int64)
+            self.stat_data = np.ascontiguousarray(np.asarray(d.stats.data, np.uint8).reshape(-1))
+        self.chunk_bytes = np.ascontiguousarray(d.chunks).view(np.uint8).reshape(R, L.CHUNK_SIZE * ncols)
+        self.num_rows = np.ascontiguousarray(d.num_rows, L.U64)
         bloom_row = (bl_len >= 0).any(axis=1)
-        stat_row = stats.ool_rows(None if self.every else rows) & ~bloom_row
+        every = nrows == R and (nrows == 0 or bool((rows == np.arange(nrows)).all()))
+        stat_row = ool_rows(self.st_length if every else self.st_length[rows]) & ~bloom_row
         self.dense = not (stat_row.any() or bloom_row.any())
         self.base = base
         start = L.align8(base)
         if self.dense:
+            self.bl_len = self.bl_start = np.zeros((0, 0), np.int64)
+            self.bl_data = np.zeros(0, np.uint8)
             self.rel = np.arange(nrows, dtype=np.int64) * fixed
             self.offsets = start + self.rel
             self.nbytes = start - base + nrows * fixed
@@ -182,15 +193,7 @@ class BlockPlan:
             self._check_reach()
             return
 
-        # Blocks with out-of-line bytes: the kernel sizes each region (stats, then 8-aligned
-        # bitsets, docs/format.md#writing) and later writes whole blocks in one pass.
-        R = d.chunks.shape[0]
-        self.st_start = np.zeros((R, ncols, 2), np.int64) if d.stats is None else np.asarray(d.stats.start, np.int64)
-        self.st_length = np.full((R, ncols, 2), -1, np.int64) if d.stats is None else np.asarray(d.stats.length, np.int64)
         self.bl_len = bl_len if inline_blooms else np.zeros((0, 0), np.int64)
-        # The kernel's whole-file inputs, made contiguous once for every piece fill_rows writes.
-        self.chunk_bytes = np.ascontiguousarray(d.chunks).view(np.uint8).reshape(R, L.CHUNK_SIZE * ncols)
-        self.num_rows = np.ascontiguousarray(d.num_rows, L.U64)
         self.bl_start = np.asarray(d.blooms.start, np.int64) if inline_blooms else np.zeros((0, 0), np.int64)
         self.bl_data = np.ascontiguousarray(d.blooms.data, np.uint8).reshape(-1) if inline_blooms else np.zeros(0, np.uint8)
         ool_size = np.empty(nrows, np.int64)
@@ -219,27 +222,6 @@ class BlockPlan:
         """Zero bytes before the first block (from base to the 8-aligned start)."""
         return L.align8(self.base) - self.base
 
-    def _nr_bytes(self, sel):
-        return np.asarray(self.d.num_rows, np.uint64)[sel].astype(L.U64).view(np.uint8).reshape(-1, 8)
-
-    def fill_dense(self, out: np.ndarray, i0: int, i1: int) -> None:
-        """Dense case: write blocks i0..i1 (positions in `rows`) into `out`, (i1 - i0) * fixed bytes."""
-        d, fixed, ncols = self.d, self.fixed, self.ncols
-        grid = out.reshape(i1 - i0, fixed)
-        sel = slice(i0, i1) if self.every else self.rows[i0:i1]
-        grid[:, :8] = self._nr_bytes(sel)
-        grid[:, 8:] = np.ascontiguousarray(d.chunks[sel]).view(np.uint8).reshape(i1 - i0, L.CHUNK_SIZE * ncols)
-        recs = grid[:, 8:].view(L.CHUNK_DTYPE)
-        recs["reserved"] = 0
-        step = self.stats.step
-        for j0 in range(i0, i1, step):
-            j1 = min(i1, j0 + step)
-            sub = slice(j0, j1) if self.every else self.rows[j0:j1]
-            flags, sizes, slots, _ = self.stats.block(sub)
-            r = recs[j0 - i0 : j1 - i0]
-            r["stat_flags"], r["stat_sizes"] = flags, sizes
-            r["min_stat"], r["max_stat"] = slots[..., 0], slots[..., 1]
-
     def span(self, i0: int, i1: int) -> tuple:
         """Where blocks i0..i1 (positions in `rows`) lie, as [start, end) from the first block's
         start: from block i0's start to block i1's (the last ends unpadded)."""
@@ -249,9 +231,6 @@ class BlockPlan:
 
     def fill_rows(self, out: np.ndarray, i0: int, i1: int) -> None:
         """Write blocks i0..i1 (the bytes of `span(i0, i1)`) into `out`, every byte of it."""
-        if self.dense:
-            self.fill_dense(out, i0, i1)
-            return
         at = self.rel[i0:i1] - self.span(i0, i1)[0]
         _encode.fill_blocks(out, at, self.rows[i0:i1], self.num_rows, self.chunk_bytes, self.st_start,
                             self.st_length, self.stat_data, KIND_KEEP, KIND_SET, L.INLINE_STAT_MAX,
@@ -325,7 +304,7 @@ def encode_file(d: Description) -> bytes:
 class FileLayout:
     """A fresh file for `d`: header, block plan, footer body and total size, known before any
     block byte is produced. `encode()` gives all bytes in one buffer; the writer streams large
-    dense block regions piece by piece instead (`plan.fill_dense`), to the same bytes."""
+    block regions piece by piece instead (`plan.fill_rows`), to the same bytes."""
 
     def __init__(self, d: Description):
         check_description(d)

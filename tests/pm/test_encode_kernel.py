@@ -162,51 +162,61 @@ def test_fill_blocks_refuses_what_does_not_fit_before_writing():
             call(**kwargs)
 
 
-def _stats_description(rng):
+def _stats_description(rng, dense):
     """A Description-like object with random stat references into one buffer: absent (-1, 0),
-    inline (1..8), out of line (9..300), some past OOL_MAX_LENGTH (dropped)."""
+    inline (1..8), dropped (past OOL_MAX_LENGTH) and, unless `dense`, out of line (9..300)."""
     from types import SimpleNamespace
+
+    from qdbpm.pm.description import ByteRefs
 
     R, C = int(rng.integers(1, 40)), int(rng.integers(1, 6))
     data = rng.integers(0, 256, 5000, dtype=np.uint8)
-    length = rng.choice(np.array([-1, 0, 1, 2, 7, 8, 9, 16, 300, L.OOL_MAX_LENGTH + 1], np.int64), (R, C, 2))
+    kinds = [-1, 0, 1, 2, 7, 8, L.OOL_MAX_LENGTH + 1] + ([] if dense else [9, 16, 300])
+    length = rng.choice(np.array(kinds, np.int64), (R, C, 2))
     start = np.array([rng.integers(0, 5000 - min(max(int(n), 0), 5000) + 1) for n in length.reshape(-1)], np.int64)
     chunks = np.zeros((R, C), L.CHUNK_DTYPE)
-    chunks["stat_flags"] = rng.integers(0, 256, (R, C), dtype=np.uint8)
-    from qdbpm.pm.description import ByteRefs
-
+    raw = chunks.view(np.uint8)
+    raw[:] = rng.integers(0, 256, raw.shape, dtype=np.uint8)
     stats = ByteRefs(data=data, start=start.reshape(R, C, 2), length=length)
-    return SimpleNamespace(chunks=chunks, stats=stats, columns=[None] * C)
+    return SimpleNamespace(chunks=chunks, stats=stats, columns=[None] * C, blooms=None, bloom_external=False,
+                           bloom_columns=None, num_rows=rng.integers(0, 1 << 40, R).astype(np.uint64))
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_stat_slots_block_equals_the_reference(seed):
-    """StatSlots.block, the numpy pass the dense (no out-of-line bytes) writer uses, derives the
-    same stat fields as the per-row reference; out-of-line stats come back as lengths."""
-    from qdbpm.pm.stat_slots import StatSlots
+def test_block_plan_writes_the_reference_bytes_in_pieces(seed):
+    """BlockPlan, the encoder's layout, on the plain grid (no out-of-line bytes: `dense`) and
+    otherwise, for any selection of row groups, written in two pieces as the writer streams it."""
+    from qdbpm.pm.encoder import BlockPlan
 
     rng = np.random.default_rng(seed)
-    d = _stats_description(rng)
+    d = _stats_description(rng, dense=seed % 2 == 0)
     R, C = d.chunks.shape
-    sel = np.arange(R) if seed % 2 else np.sort(rng.choice(R, int(rng.integers(0, R + 1)), replace=False))
-    flags, sizes, slots, ool = StatSlots(d).block(sel)
+    rows = np.arange(R) if seed % 4 < 2 else np.sort(rng.choice(R, int(rng.integers(0, R + 1)), replace=False))
+    base = int(rng.integers(0, 16))
+    plan = BlockPlan(d, rows, base)
+    assert plan.dense == (seed % 2 == 0 or not len(rows) or not bool(
+        ((d.stats.length[rows] > L.INLINE_STAT_MAX) & (d.stats.length[rows] <= L.OOL_MAX_LENGTH)).any()))
+    out = np.full(plan.nbytes, 0xAA, np.uint8)
+    plan.fill(out)
     st = d.stats
-    for i, r in enumerate(sel.tolist()):
-        _, ref, _ = region_reference(r, i, st.length, st.start, st.data, None, None, None, C)
-        for c, (mn, mx, kinds) in enumerate(ref):
-            assert flags[i, c] == stat_flags_reference(d.chunks["stat_flags"][r, c], kinds)
-            want_sizes = ((int(st.length[r, c, 0]) if kinds[0] == 2 else 0)
-                          | ((int(st.length[r, c, 1]) if kinds[1] == 2 else 0) << 4))
-            assert sizes[i, c] == want_sizes
-            for k, (kind, v) in enumerate(zip(kinds, (mn, mx))):
-                assert slots[i, c, k] == (v if kind == 2 else 0)
-                assert (0 if ool is None else ool[i, c, k]) == (st.length[r, c, k] if kind == 1 else 0)
+    want = blocks_reference(plan.nbytes - plan.pad, plan.offsets - L.align8(base), rows, d.num_rows, d.chunks,
+                            st.start, st.length, st.data, None, None, None)
+    assert out[:plan.pad].tobytes() == bytes(plan.pad) and out[plan.pad:].tobytes() == want
+    k = int(rng.integers(0, len(rows) + 1))
+    pieces = []
+    for i0, i1 in ((0, k), (k, len(rows))):
+        s0, s1 = plan.span(i0, i1)
+        piece = np.full(s1 - s0, 0xAA, np.uint8)
+        plan.fill_rows(piece, i0, i1)
+        pieces.append(piece.tobytes())
+    assert b"".join(pieces) == want
 
 
-def test_stat_slots_block_refuses_a_reference_past_its_buffer():
-    from qdbpm.pm.stat_slots import StatSlots
+def test_block_plan_refuses_a_stat_reference_past_its_buffer():
+    from qdbpm.pm.encoder import BlockPlan
 
-    d = _stats_description(np.random.default_rng(3))
-    d.stats.length[0, 0, 0], d.stats.start[0, 0, 0] = 9, 4995
+    d = _stats_description(np.random.default_rng(3), dense=True)
+    d.stats.length[0, 0, 0], d.stats.start[0, 0, 0] = 8, 4995
+    plan = BlockPlan(d, np.arange(d.chunks.shape[0]), 0)
     with pytest.raises(PmError, match="outside their buffer"):
-        StatSlots(d).block(slice(0, 1))
+        plan.fill(np.empty(plan.nbytes, np.uint8))
