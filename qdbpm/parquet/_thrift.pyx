@@ -183,16 +183,17 @@ cdef int V2_SLOT[7]  # data_page_header_v2 field id -> page_header's slot (1 and
 V2_SLOT[:] = [0, 0, 7, 8, 5, 9, 10]
 
 cdef uint8_t ENC_BIT[10]
+ENC_BIT[:] = [1, 0, 2, 0, 0, 4, 8, 16, 2, 32]
+ENCODING_BITS = tuple(ENC_BIT[i] for i in range(10))
+
 # Per column, the spans of the previous row group's ColumnMetaData that a later one may repeat
 # byte for byte (`_Parser.same_as`): the encodings list and what it decoded to, then up to
-# MEMO_SKIPS skipped fields (field id << 8 | wire type, start, length) in wire order.
+# MEMO_SKIPS skipped fields (key field id * 256 + wire type, start, length) in wire order.
 cdef enum:
     MEMO_SKIPS = 4
     MEMO_ENC = 0              # start, length, encoding bits | _pm encodings byte << 32
     MEMO_SKIP = 3             # (key, start, length) x MEMO_SKIPS
     MEMO_W = 3 + 3 * MEMO_SKIPS
-ENC_BIT[:] = [1, 0, 2, 0, 0, 4, 8, 16, 2, 32]
-ENCODING_BITS = tuple(ENC_BIT[i] for i in range(10))
 
 cdef enum:
     MAX_CODEC = 7
@@ -750,11 +751,11 @@ cdef class _Parser:
 
     cdef inline bint same_as(self, Py_ssize_t pos, int64_t start, int64_t n) noexcept nogil:
         """Whether the n bytes at `pos` repeat the n at `start`, a value parsed before in the same
-        context (same column, field and wire type, hence same depth). Decoding reads a value's
-        bytes and nothing else, and each list element takes a byte, so identical bytes decode to
-        the identical value, end and checks, and the value at `pos` needs no second parse. Most
-        writers repeat a column's encodings, encoding_stats and size_statistics row group after
-        row group."""
+        context: the same field and wire type at the same depth (the memo is per column only to
+        find repeats). Decoding reads a value's bytes and nothing else, and a list's size is
+        bounded by bytes its elements take, so identical bytes decode to the identical value,
+        end and checks, and the value at `pos` needs no second parse. Most writers repeat a
+        column's encodings, encoding_stats and size_statistics row group after row group."""
         cdef const uint8_t* a = self.p + pos
         cdef const uint8_t* b = self.p + start
         cdef uint64_t x, y
