@@ -269,7 +269,7 @@ def test_chunk_bytes_that_do_not_decode(s3_server, s3_bucket, pyarrow_table):
     with qdbpm.open(os.path.join(root, "day00", "_pm")) as pm:
         s = int(pm.chunks[0, 3]["byte_range_start"])
         n = int(pm.chunks[0, 3]["total_compressed"])
-    data[s : s + n] = os.urandom(n)  # same size, garbage content (page header included)
+    data[s : s + n] = np.random.default_rng(7).integers(0, 256, n, dtype=np.uint8).tobytes()  # garbage, page header included
     fs.pipe_file(victim, bytes(data))
     with pytest.raises(qdbpm.PmError, match="do not decode"):
         qdbpm.read_table(f"s3://{remote}", columns=["qty"], filesystem=fs)
