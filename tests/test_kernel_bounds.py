@@ -3,7 +3,8 @@ guard page: each input ends on the last byte before a page mapped PROT_NONE, so 
 too far is a segfault instead of a silent read of the allocator's next bytes (which the value
 tests cannot see). Inputs: random RLE / bit-packed runs and byte-array runs for the page kernels
 (qdbpm/parquet/_pages.pyx); Snappy and LZ4 blocks whole, cut short and mutated, their output
-buffers guarded too (qdbpm/parquet/_snappy.pyx, qdbpm/parquet/_lz4.pyx); a real Parquet footer, its page headers, its chunks and its
+buffers guarded too (qdbpm/parquet/_snappy.pyx, qdbpm/parquet/_lz4.pyx), and ZSTD frames through
+zstandard's libzstd (qdbpm/parquet/_zstd.pyx); a real Parquet footer, its page headers, its chunks and its
 `_pm`, each cut short and mutated, for the Thrift parser (qdbpm/parquet/_thrift.pyx), the chunk walk
 and its filter pass (qdbpm/parquet/_split.pyx) and the `_pm` checks (qdbpm/pm/_validate.pyx). Run in a child process,
 so a fault fails this test, not the session."""
@@ -16,7 +17,7 @@ import ctypes, mmap, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 from qdbpm.errors import ParquetFormatError, PmError
-from qdbpm.parquet import _lz4, _pages, _snappy, _split, _thrift
+from qdbpm.parquet import _lz4, _pages, _snappy, _split, _thrift, _zstd
 from qdbpm.pm import _validate
 from test_direct import random_runs
 
@@ -191,6 +192,29 @@ for r in range(0, lz4_md.num_row_groups, 2):
         for b in variants(lz4_raw[start:start + col.total_compressed_size], 20):
             if len(b) <= ROOM:
                 survives(lambda: _split.split_table(guarded(b), col.num_values, 7))
+                runs += 1
+# ZSTD frames (zstandard's libzstd, through _zstd) whole, cut short and mutated, into pages of
+# their size, smaller and larger; and the chunk walk over ZSTD chunks
+zstd = pa.Codec("zstd")
+for case in range(200):
+    n = int(rng.integers(1, 8 * PAGE))
+    data = [rng.integers(0, 256, n, dtype=np.uint8), np.zeros(n, np.uint8),
+            (np.arange(n, dtype=np.int64) * int(rng.integers(1, 999))).view(np.uint8)[:n]][case % 3]
+    frame = zstd.compress(np.ascontiguousarray(data), asbytes=True)
+    for b in variants(frame, 3):
+        for size in {n, int(rng.integers(0, n + 1)), min(ROOM, n + int(rng.integers(1, 64)))}:
+            survives(lambda: _zstd.decode(guarded(b), guarded_out(size)))
+            runs += 1
+zstd_path = os.path.join(sys.argv[2], "zstd.parquet")
+pq.write_table(t, zstd_path, row_group_size=500, compression="zstd", data_page_size=1500)
+zstd_raw, zstd_md = open(zstd_path, "rb").read(), pq.ParquetFile(zstd_path).metadata
+for r in range(0, zstd_md.num_row_groups, 2):
+    for c in range(4):
+        col = zstd_md.row_group(r).column(c)
+        start = col.dictionary_page_offset or col.data_page_offset
+        for b in variants(zstd_raw[start:start + col.total_compressed_size], 20):
+            if len(b) <= ROOM:
+                survives(lambda: _split.split_table(guarded(b), col.num_values, 6))
                 runs += 1
 for b in variants(pm, 300):
     survives(lambda: _validate.check_open(guarded(b)))

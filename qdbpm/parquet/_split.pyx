@@ -5,13 +5,14 @@ chunks ahead of a scan (table/_offload.pyx; `pages.assemble` builds the Split fr
 The same walk as `pages._split_pages` (its slow, obviously correct reference, which tests hold this
 to): page headers read by the Thrift codec (`_thrift.read_page_header`), each page's size checked
 against the bytes left, a dictionary page only first, data pages counted up to the chunk's value
-count, index pages passed over; Snappy and LZ4_RAW pages (QuestDB's codec) decoded by
-`_snappy.decode_block` / `_lz4.decode_block` into one buffer, uncompressed ones left in place. It
-takes only what it can answer exactly (data pages v1; Snappy, LZ4_RAW or no codec) and says so by
-its return code: anything else, malformed bytes included, is left to the Python walk, which raises
-what is wrong or reads what this does not. A page may not claim to decode to more than MAX_RATIO
-(Snappy) or LZ4_MAX_RATIO (`_lz4.pxd`) times its size (no block can), so hostile sizes never
-allocate beyond that.
+count, index pages passed over; Snappy, LZ4_RAW (QuestDB's codec) and ZSTD pages decoded by
+`_snappy.decode_block` / `_lz4.decode_block` / `_zstd.zstd_page` (zstandard's libzstd, where it
+is found) into one buffer, uncompressed ones left in place. It takes only what it can answer
+exactly (data pages v1; Snappy, LZ4_RAW, ZSTD or no codec) and says so by its return code:
+anything else, malformed bytes included, is left to the Python walk, which raises what is wrong
+or reads what this does not. A page may not claim to decode to more than MAX_RATIO (Snappy),
+LZ4_MAX_RATIO (`_lz4.pxd`) or ZSTD_MAX_RATIO (`_zstd.pxd`) times its size (no Snappy or LZ4 block
+can; a ZSTD page that does goes to the Python walk), so hostile sizes never allocate beyond that.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -24,6 +25,7 @@ from ._pages cimport all_equal, lookup_runs
 from ._runs cimport RUN_OK, Runs, init_runs
 from ._lz4 cimport LZ4_MAX_RATIO, LZ4_OK, decode_block as lz4_block
 from ._snappy cimport block_length, decode_block
+from ._zstd cimport ZSTD_MAX_RATIO, zstd_page, zstd_ready
 from ._thrift cimport page_parser, read_page_header
 
 from .._pthread cimport pthread_mutex_init, pthread_mutex_lock, pthread_mutex_t, pthread_mutex_unlock
@@ -34,6 +36,7 @@ cdef enum:
     PAGE_DICTIONARY = 2
     CODEC_UNCOMPRESSED = 0
     CODEC_SNAPPY = 1
+    CODEC_ZSTD = 6
     CODEC_LZ4_RAW = 7
     PT_INT32 = 1
     PT_INT64 = 2
@@ -122,7 +125,8 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
     cdef int64_t total = 0
     cdef int64_t* row
     cdef bint data_seen = False, dict_seen = False
-    cdef bint packed = codec == CODEC_SNAPPY or codec == CODEC_LZ4_RAW  # decoded into `out.decoded`
+    cdef bint packed = (codec == CODEC_SNAPPY or codec == CODEC_LZ4_RAW
+                        or (codec == CODEC_ZSTD and zstd_ready()))  # decoded into `out.decoded`
     if not packed and codec != CODEC_UNCOMPRESSED:
         return 1
     while pos < n and total < num_values:
@@ -149,6 +153,8 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
             return 1
         if codec == CODEC_LZ4_RAW and h[2] > LZ4_MAX_RATIO * h[3] + 32:
             return 1
+        if codec == CODEC_ZSTD and h[2] > ZSTD_MAX_RATIO * h[3] + 32:
+            return 1
         if out.npages == out.cap and _grow(out):
             return 1
         row = out.pages + out.npages * PAGE_FIELDS
@@ -171,6 +177,10 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
             continue
         if codec == CODEC_LZ4_RAW:  # the block must fill the page exactly
             if lz4_block(src + row[0], row[3], out.decoded + row[12], row[2], &start) != LZ4_OK:
+                return 1
+            continue
+        if codec == CODEC_ZSTD:  # so must the frames
+            if zstd_page(src + row[0], row[3], out.decoded + row[12], row[2]) != 0:
                 return 1
             continue
         # the block: its preamble must say the page's size, its elements fill exactly that

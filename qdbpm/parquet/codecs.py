@@ -1,5 +1,5 @@
 """Page decompression: one home for every codec a page may use (`pages`' walk, and `_split`'s
-without the GIL for Snappy and LZ4_RAW). Snappy and LZ4_RAW (QuestDB's codec) through our kernels
+without the GIL for SPLIT_CODECS). Snappy and LZ4_RAW (QuestDB's codec) through our kernels
 (`_snappy.pyx`, `_lz4.pyx`), which check that a block fills its page exactly; small ZSTD pages
 through zstandard; gzip and brotli as Arrow streams (`_STREAMED`); the rest through Arrow's codecs,
 one object per thread. Every page decodes to exactly its header's size or is a ParquetFormatError."""
@@ -15,8 +15,11 @@ import zstandard
 from .. import buffers
 from ..errors import ParquetFormatError
 from ..pm import layout as L
-from . import _lz4, _snappy
+from . import _lz4, _snappy, _zstd
 
+# What the `_split` kernel decodes without the GIL: ZSTD where zstandard's libzstd is found
+# (`_zstd.pyx`; else its chunks stay with `pages`' walk, through the codecs below).
+SPLIT_CODECS = (L.CODEC_SNAPPY, L.CODEC_LZ4_RAW, L.CODEC_UNCOMPRESSED) + ((L.CODEC_ZSTD,) if _zstd.available() else ())
 _CODECS = {L.CODEC_ZSTD: "zstd"}  # through Arrow's one-shot codec (pages past zstandard's)
 # Arrow's one-shot gzip and brotli return a buffer of the size asked for whatever the page decodes
 # to (the bytes it did not write included): their pages are read as a stream, as far as one byte

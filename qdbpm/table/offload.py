@@ -20,12 +20,12 @@ import numpy as np
 
 from .. import buffers
 from ..parquet import pages
-from ..pm import layout as L
+from ..parquet.codecs import SPLIT_CODECS
 from . import _offload
 from .pool import Deferred, Done
 from .ranges import chunks_in
 
-CODECS = (L.CODEC_SNAPPY, L.CODEC_LZ4_RAW, L.CODEC_UNCOMPRESSED)  # what `_split` decodes
+CODECS = SPLIT_CODECS  # what `_split` decodes
 ENABLED = True  # False: reads and splits ahead stay on the Python pool (pool.Deferred, pool.Split)
 FILTER_PASS = True  # False: a unit's filter pass stays in the calling thread (`kept` queues nothing)
 

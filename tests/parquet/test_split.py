@@ -1,7 +1,8 @@
 """The chunk walk without the GIL (`parquet/_split.pyx`, assembled by `pages.assemble`) against its
 reference, the Python walk (`pages.split_chunk`): over chunks from pyarrow (codecs, data pages v1
 and v2, dictionaries, small pages, nulls), DuckDB and Polars it takes every chunk of data pages v1
-with Snappy, LZ4_RAW (QuestDB's codec) or no codec and gives the same Split; it leaves the rest to the Python walk; and over
+with Snappy, LZ4_RAW (QuestDB's codec), ZSTD (Polars' default; zstandard's libzstd) or no codec
+and gives the same Split; it leaves the rest to the Python walk; and over
 chunks cut short and mutated, whatever it takes equals what the Python walk gives (it never gives
 a different value), everything else being left to the Python walk's errors."""
 
@@ -48,12 +49,16 @@ WRITERS = {
                                                                     write_page_index=True),
     "pyarrow-snappy-v2": lambda t, p: pq.write_table(t, p, compression="snappy", data_page_version="2.0"),
     "pyarrow-zstd": lambda t, p: pq.write_table(t, p, compression="zstd"),
+    "pyarrow-zstd-small-pages": lambda t, p: pq.write_table(t, p, row_group_size=1000, compression="zstd",
+                                                            compression_level=19, data_page_size=600),
     "pyarrow-snappy-plain": lambda t, p: pq.write_table(t, p, compression="snappy", use_dictionary=False),
     "pyarrow-lz4-small-pages": lambda t, p: pq.write_table(t, p, row_group_size=1000, compression="lz4",
                                                            data_page_size=800),
     "duckdb": lambda t, p: _duck(t, p),
     "duckdb-lz4": lambda t, p: _duck(t, p, "lz4_raw"),
     "polars-snappy": lambda t, p: pl.from_arrow(t).write_parquet(p, compression="snappy", row_group_size=1200),
+    "polars-zstd": lambda t, p: pl.from_arrow(t).write_parquet(p, row_group_size=1200),  # its default codec
+    "duckdb-zstd": lambda t, p: _duck(t, p, "zstd"),
 }
 
 
@@ -131,17 +136,18 @@ def files(tmp_path_factory):
 
 
 @pytest.mark.parametrize("writer", list(WRITERS))
-def test_the_kernel_takes_every_v1_snappy_lz4_or_plain_chunk_and_splits_it_as_the_python_walk(files, writer):
+def test_the_kernel_takes_every_v1_snappy_lz4_zstd_or_plain_chunk_and_splits_it_as_the_python_walk(files, writer):
     taken = 0
     for blob, ptype, codec, max_def, n in chunks(files[writer]):
         ref, got = _python(blob, ptype, codec, max_def, n), _kernel(blob, ptype, codec, max_def, n)
-        eligible = (codec in (L.CODEC_SNAPPY, L.CODEC_LZ4_RAW, L.CODEC_UNCOMPRESSED) and ptype in pages.SUPPORTED_TYPES
+        eligible = (codec in (L.CODEC_SNAPPY, L.CODEC_LZ4_RAW, L.CODEC_ZSTD, L.CODEC_UNCOMPRESSED)
+                    and ptype in pages.SUPPORTED_TYPES
                     and max_def <= 1 and not _v2(blob))
         assert (got is not None) == eligible, (writer, ptype, codec, max_def)
         if got is not None:
             assert ref is not None and same(got, ref)
             taken += 1
-    if writer not in ("pyarrow-snappy-v2", "pyarrow-zstd"):
+    if writer != "pyarrow-snappy-v2":
         assert taken > 0
 
 
@@ -154,7 +160,8 @@ def _variants(blob, rng, k):
 
 
 @pytest.mark.parametrize("writer", ["pyarrow-snappy", "pyarrow-none-small-pages", "duckdb", "polars-snappy",
-                                    "pyarrow-lz4-small-pages", "duckdb-lz4"])
+                                    "pyarrow-lz4-small-pages", "duckdb-lz4", "pyarrow-zstd-small-pages",
+                                    "polars-zstd", "duckdb-zstd"])
 def test_what_the_kernel_takes_of_corrupt_chunks_equals_the_python_walk(files, writer):
     rng = np.random.default_rng(zlib.crc32(writer.encode()))  # str hash() differs per process
     checked = taken = 0
@@ -171,7 +178,8 @@ def test_what_the_kernel_takes_of_corrupt_chunks_equals_the_python_walk(files, w
     assert checked > 100 and taken > 0  # flips inside values leave chunks readable
 
 
-@pytest.mark.parametrize("compression, codec", [("snappy", L.CODEC_SNAPPY), ("lz4", L.CODEC_LZ4_RAW)])
+@pytest.mark.parametrize("compression, codec", [("snappy", L.CODEC_SNAPPY), ("lz4", L.CODEC_LZ4_RAW),
+                                                ("zstd", L.CODEC_ZSTD)])
 def test_a_page_claiming_more_than_its_codec_can_decode_is_not_allocated(compression, codec):
     # a dictionary-free INT64 chunk of one compressed page whose header claims 2 GB
     blob = one_chunk(np.arange(100, dtype=np.int64), compression=compression, use_dictionary=False)
@@ -183,6 +191,8 @@ def test_a_page_claiming_more_than_its_codec_can_decode_is_not_allocated(compres
     at = blob.index(bytes([0x15]) + old)  # field 2, i32 (delta 1 from field 1)
     forged = blob[:at] + bytes([0x15]) + _zigzag(2**31 - 1) + blob[at + 1 + len(old):]
     assert _split.split_table(np.frombuffer(forged, np.uint8), 100, codec) is None
+    if codec == L.CODEC_ZSTD:
+        return  # a ZSTD frame may say that much: the Python walk decides (Arrow's codec, as pyarrow)
     with pytest.raises(ParquetFormatError):
         pages.split_chunk(np.frombuffer(forged, np.uint8), L.PT_INT64, codec, 0, 100)
 

@@ -1,6 +1,7 @@
 """ZSTD pages: small ones decoded by zstandard with a per-thread context (codecs._zstd_small), the
 rest and every odd frame by Arrow's codec. Whatever the payload, `codecs.decompress` gives what Arrow's
-codec gives: the same bytes, or a ParquetFormatError where Arrow fails."""
+codec gives: the same bytes, or a ParquetFormatError where Arrow fails. Without the GIL, the chunk
+walk decodes ZSTD pages through zstandard's libzstd (`_zstd.pyx`): the same answers, or none."""
 
 import random
 import threading
@@ -13,7 +14,7 @@ import zstandard
 
 import qdbpm
 from qdbpm.errors import ParquetFormatError
-from qdbpm.parquet import codecs
+from qdbpm.parquet import _zstd, codecs
 from qdbpm.pm import layout as L
 from support.parquet_oracle import arrow_decompressed
 
@@ -64,6 +65,58 @@ def test_every_payload_decodes_as_arrows_codec_decodes_it(seed):
         for payload, size in _payloads(rng, raw):
             want = _arrow(payload, size)
             assert _ours(payload, size) == want, (n, size, len(payload))
+
+
+def _kernel(payload, size):
+    out = np.full(size, 0xAB, np.uint8)
+    return out.tobytes() if _zstd.decode(np.frombuffer(payload, np.uint8), out) else ParquetFormatError
+
+
+def test_the_decoder_of_the_python_walk_is_found_here():
+    """zstandard's own libzstd (its CFFI extension exports it): the worker's path is taken, not
+    skipped, and decodes with the version the Python walk decodes with."""
+    assert _zstd.available() and _zstd.version() == _zstd.WANT
+    assert _zstd.WANT == int("%d%02d%02d" % zstandard.ZSTD_VERSION)
+    assert L.CODEC_ZSTD in codecs.SPLIT_CODECS
+
+
+def test_a_library_of_another_version_is_not_taken():
+    """A libzstd of any other version, the system's included, is passed over: corrupt frames
+    may decode otherwise there (1.5.4 against 1.5.7: two bytes of a mutated page)."""
+    assert _zstd._load([b"no-such-libzstd.so"], _zstd.WANT) is None
+    assert _zstd._load(list(_zstd.SYSTEM_NAMES) + _zstd._candidates(), _zstd.WANT + 1) is None
+    assert _zstd._load(_zstd._candidates(), _zstd.WANT) is not None  # ready again, as at import
+    assert _zstd.available()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_kernel_decodes_every_payload_as_arrows_codec(seed):
+    rng = random.Random(100 + seed)
+    for n in [0, 1, 7, 100, 1300, 5000, 70_000, 300_000]:
+        raw = _raw(rng, n)
+        for payload, size in _payloads(rng, raw):
+            assert _kernel(payload, size) == _arrow(payload, size), (n, size, len(payload))
+
+
+def test_the_kernel_decodes_from_threads_at_once():
+    """Decoding contexts come from a shared free list: threads never share one."""
+    rng = random.Random(9)
+    raws = [_raw(rng, rng.randint(1, 200_000)) for _ in range(24)]
+    payloads = [zstandard.ZstdCompressor(level=rng.choice([1, 3, 19])).compress(r) for r in raws]
+    errors = []
+
+    def work():
+        for _ in range(20):
+            for r, p in zip(raws, payloads):
+                if _kernel(p, len(r)) != r:
+                    errors.append(len(r))
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
 
 
 def test_small_pages_take_zstandard_and_odd_frames_fall_back():
