@@ -70,28 +70,30 @@ def _candidates():
 
 
 def _load(candidates, unsigned want):
-    """The first of `candidates` that loads, has the five functions and is version `want`
-    (its name; None, and not ready, when none is)."""
+    """The first of `candidates` that loads, has the five functions and is version `want`: its
+    name, its functions then the decoder's; None when none is (the decoder is left as it was)."""
     global _create, _free, _decompress, _is_error, _version, _ready
     cdef void* h
     cdef version_t version
+    cdef create_t create
+    cdef free_t free_
+    cdef decompress_t decompress
+    cdef is_error_t is_error
     for name in candidates:
         h = dlopen(<const char*>name, RTLD_NOW | RTLD_LOCAL)
         if h == NULL:
             continue
         version = <version_t>dlsym(h, b"ZSTD_versionNumber")
-        if version == NULL or version() != want:
+        create = <create_t>dlsym(h, b"ZSTD_createDCtx")
+        free_ = <free_t>dlsym(h, b"ZSTD_freeDCtx")
+        decompress = <decompress_t>dlsym(h, b"ZSTD_decompressDCtx")
+        is_error = <is_error_t>dlsym(h, b"ZSTD_isError")
+        if (version == NULL or create == NULL or free_ == NULL or decompress == NULL or is_error == NULL
+                or version() != want):
             dlclose(h)
             continue
-        _create = <create_t>dlsym(h, b"ZSTD_createDCtx")
-        _free = <free_t>dlsym(h, b"ZSTD_freeDCtx")
-        _decompress = <decompress_t>dlsym(h, b"ZSTD_decompressDCtx")
-        _is_error = <is_error_t>dlsym(h, b"ZSTD_isError")
-        if _create == NULL or _free == NULL or _decompress == NULL or _is_error == NULL:
-            dlclose(h)
-            continue
-        _version = want
-        _ready = True
+        _create, _free, _decompress, _is_error = create, free_, decompress, is_error
+        _version, _ready = want, True
         return name
     return None
 
