@@ -141,19 +141,25 @@ for case in range(300):
                 survives(lambda: _snappy.decode(guarded(b), guarded_out(size), want))
                 runs += 1
 
-# LZ4_RAW blocks (QuestDB's codec), whole, cut short and mutated, into pages of their size, smaller
-# and larger: input and output each end at a guard page
-lz4 = pa.Codec("lz4_raw")
-for case in range(300):
-    n = int(rng.integers(1, 8 * PAGE))
-    data = [rng.integers(0, 256, n, dtype=np.uint8), np.zeros(n, np.uint8),
-            np.tile(rng.integers(0, 256, int(rng.integers(1, 20)), dtype=np.uint8), n)[:n],
-            (np.arange(n, dtype=np.int64) * int(rng.integers(1, 999))).view(np.uint8)[:n]][case % 4]
-    block = lz4.compress(np.ascontiguousarray(data), asbytes=True)
-    for b in variants(block, 3):
-        for size in {n, int(rng.integers(0, n + 1)), min(ROOM, n + int(rng.integers(1, 64)))}:
-            survives(lambda: _lz4.decode(guarded(b), guarded_out(size)))
-            runs += 1
+def blocks(codec, decode, cases):
+    """Blocks of pyarrow's `codec`, whole, cut short and mutated, decoded by `decode(src, out)`
+    into pages of their size, smaller and larger: input and output each end at a guard page."""
+    global runs
+    arrow = pa.Codec(codec)
+    for case in range(cases):
+        n = int(rng.integers(1, 8 * PAGE))
+        data = [rng.integers(0, 256, n, dtype=np.uint8), np.zeros(n, np.uint8),
+                np.tile(rng.integers(0, 256, int(rng.integers(1, 20)), dtype=np.uint8), n)[:n],
+                (np.arange(n, dtype=np.int64) * int(rng.integers(1, 999))).view(np.uint8)[:n]][case % 4]
+        block = arrow.compress(np.ascontiguousarray(data), asbytes=True)
+        for b in variants(block, 3):
+            for size in {n, int(rng.integers(0, n + 1)), min(ROOM, n + int(rng.integers(1, 64)))}:
+                survives(lambda: decode(guarded(b), guarded_out(size)))
+                runs += 1
+
+
+blocks("lz4_raw", _lz4.decode, 300)  # QuestDB's codec
+blocks("zstd", _zstd.decode, 200)  # zstandard's libzstd, through _zstd
 
 for b in variants(footer, 300):
     survives(lambda: _thrift.parse_file_metadata(guarded(b), len(raw) - 8 - flen))
@@ -181,41 +187,25 @@ for r in range(md.num_row_groups):
                     survives(lambda: _split.lookup_table(guarded(b), col.num_values, 1, 2 if c == 0 else 1, 1, known,
                                                          answers))
                     runs += 1
-# the chunk walk over LZ4_RAW chunks
-lz4_path = os.path.join(sys.argv[2], "lz4.parquet")
-pq.write_table(t, lz4_path, row_group_size=500, compression="lz4", data_page_size=1500)
-lz4_raw, lz4_md = open(lz4_path, "rb").read(), pq.ParquetFile(lz4_path).metadata
-for r in range(0, lz4_md.num_row_groups, 2):
-    for c in range(4):
-        col = lz4_md.row_group(r).column(c)
-        start = col.dictionary_page_offset or col.data_page_offset
-        for b in variants(lz4_raw[start:start + col.total_compressed_size], 20):
-            if len(b) <= ROOM:
-                survives(lambda: _split.split_table(guarded(b), col.num_values, 7))
-                runs += 1
-# ZSTD frames (zstandard's libzstd, through _zstd) whole, cut short and mutated, into pages of
-# their size, smaller and larger; and the chunk walk over ZSTD chunks
-zstd = pa.Codec("zstd")
-for case in range(200):
-    n = int(rng.integers(1, 8 * PAGE))
-    data = [rng.integers(0, 256, n, dtype=np.uint8), np.zeros(n, np.uint8),
-            (np.arange(n, dtype=np.int64) * int(rng.integers(1, 999))).view(np.uint8)[:n]][case % 3]
-    frame = zstd.compress(np.ascontiguousarray(data), asbytes=True)
-    for b in variants(frame, 3):
-        for size in {n, int(rng.integers(0, n + 1)), min(ROOM, n + int(rng.integers(1, 64)))}:
-            survives(lambda: _zstd.decode(guarded(b), guarded_out(size)))
-            runs += 1
-zstd_path = os.path.join(sys.argv[2], "zstd.parquet")
-pq.write_table(t, zstd_path, row_group_size=500, compression="zstd", data_page_size=1500)
-zstd_raw, zstd_md = open(zstd_path, "rb").read(), pq.ParquetFile(zstd_path).metadata
-for r in range(0, zstd_md.num_row_groups, 2):
-    for c in range(4):
-        col = zstd_md.row_group(r).column(c)
-        start = col.dictionary_page_offset or col.data_page_offset
-        for b in variants(zstd_raw[start:start + col.total_compressed_size], 20):
-            if len(b) <= ROOM:
-                survives(lambda: _split.split_table(guarded(b), col.num_values, 6))
-                runs += 1
+def chunk_walks(compression, codec):
+    """The chunk walk (_split) over the chunks of `t` written with `compression`, every other row
+    group's, each whole, cut short and mutated."""
+    global runs
+    p = os.path.join(sys.argv[2], f"{compression}.parquet")
+    pq.write_table(t, p, row_group_size=500, compression=compression, data_page_size=1500)
+    data, meta = open(p, "rb").read(), pq.ParquetFile(p).metadata
+    for r in range(0, meta.num_row_groups, 2):
+        for c in range(4):
+            col = meta.row_group(r).column(c)
+            start = col.dictionary_page_offset or col.data_page_offset
+            for b in variants(data[start:start + col.total_compressed_size], 20):
+                if len(b) <= ROOM:
+                    survives(lambda: _split.split_table(guarded(b), col.num_values, codec))
+                    runs += 1
+
+
+chunk_walks("lz4", 7)  # pyarrow's "lz4" is Parquet's LZ4_RAW
+chunk_walks("zstd", 6)
 for b in variants(pm, 300):
     survives(lambda: _validate.check_open(guarded(b)))
     survives(lambda: _validate.check_open(guarded(b), len(raw)))

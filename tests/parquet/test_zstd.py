@@ -67,6 +67,14 @@ def test_every_payload_decodes_as_arrows_codec_decodes_it(seed):
             assert _ours(payload, size) == want, (n, size, len(payload))
 
 
+def _in_threads(work, k):
+    threads = [threading.Thread(target=work) for _ in range(k)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def _kernel(payload, size):
     out = np.full(size, 0xAB, np.uint8)
     return out.tobytes() if _zstd.decode(np.frombuffer(payload, np.uint8), out) else ParquetFormatError
@@ -111,11 +119,7 @@ def test_the_kernel_decodes_from_threads_at_once():
                 if _kernel(p, len(r)) != r:
                     errors.append(len(r))
 
-    threads = [threading.Thread(target=work) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _in_threads(work, 6)
     assert not errors
 
 
@@ -144,11 +148,7 @@ def test_threads_decode_with_their_own_context():
         except AssertionError as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _in_threads(work, 4)
     assert not errors
 
 
