@@ -125,8 +125,11 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
     cdef int64_t total = 0
     cdef int64_t* row
     cdef bint data_seen = False, dict_seen = False
-    cdef bint packed = (codec == CODEC_SNAPPY or codec == CODEC_LZ4_RAW
-                        or (codec == CODEC_ZSTD and zstd_ready()))  # decoded into `out.decoded`
+    # Decoded into `out.decoded` (the rest left in place), each page claiming at most `ratio`
+    # times its size (plus 32 bytes).
+    cdef int64_t ratio = (MAX_RATIO if codec == CODEC_SNAPPY else LZ4_MAX_RATIO if codec == CODEC_LZ4_RAW
+                          else ZSTD_MAX_RATIO if codec == CODEC_ZSTD and zstd_ready() else 0)
+    cdef bint packed = ratio > 0
     if not packed and codec != CODEC_UNCOMPRESSED:
         return 1
     while pos < n and total < num_values:
@@ -147,13 +150,7 @@ cdef int split_chunk_c(void* parser, const uint8_t* src, Py_ssize_t n, int64_t n
             data_seen = True
         else:
             return 1  # data pages v2 and unknown types: the Python walk
-        if codec == CODEC_UNCOMPRESSED and h[2] != h[3]:
-            return 1
-        if codec == CODEC_SNAPPY and h[2] > MAX_RATIO * h[3] + 32:
-            return 1
-        if codec == CODEC_LZ4_RAW and h[2] > LZ4_MAX_RATIO * h[3] + 32:
-            return 1
-        if codec == CODEC_ZSTD and h[2] > ZSTD_MAX_RATIO * h[3] + 32:
+        if (h[2] > ratio * h[3] + 32) if packed else (h[2] != h[3]):
             return 1
         if out.npages == out.cap and _grow(out):
             return 1

@@ -23,7 +23,7 @@ qdbpm.parquet's job.
 cimport cython
 from cpython.mem cimport PyMem_RawFree, PyMem_RawRealloc
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memset
 
 import numpy as np
 
@@ -756,26 +756,9 @@ cdef class _Parser:
         bounded by bytes its elements take, so identical bytes decode to the identical value,
         end and checks, and the value at `pos` needs no second parse. Most writers repeat a
         column's encodings, encoding_stats and size_statistics row group after row group."""
-        cdef const uint8_t* a = self.p + pos
-        cdef const uint8_t* b = self.p + start
-        cdef uint64_t x, y
         if n <= 0 or n > self.end - pos:
             return False
-        while n >= 8:
-            memcpy(&x, a, 8)
-            memcpy(&y, b, 8)
-            if x != y:
-                return False
-            a += 8
-            b += 8
-            n -= 8
-        while n > 0:
-            if a[0] != b[0]:
-                return False
-            a += 1
-            b += 1
-            n -= 1
-        return True
+        return memcmp(self.p + pos, self.p + start, n) == 0
 
     cdef Py_ssize_t skip(self, Py_ssize_t pos, int ttype, int depth, bint in_coll) noexcept nogil:
         """Skip one value of any type. A bool takes no bytes as a struct field (its value is the

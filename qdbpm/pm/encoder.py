@@ -177,6 +177,9 @@ class BlockPlan:
             self.stat_data = np.ascontiguousarray(np.asarray(d.stats.data, np.uint8).reshape(-1))
         self.chunk_bytes = np.ascontiguousarray(d.chunks).view(np.uint8).reshape(R, L.CHUNK_SIZE * ncols)
         self.num_rows = np.ascontiguousarray(d.num_rows, L.U64)
+        self.bl_len = bl_len if inline_blooms else np.zeros((0, 0), np.int64)
+        self.bl_start = np.asarray(d.blooms.start, np.int64) if inline_blooms else np.zeros((0, 0), np.int64)
+        self.bl_data = np.ascontiguousarray(d.blooms.data, np.uint8).reshape(-1) if inline_blooms else np.zeros(0, np.uint8)
         bloom_row = (bl_len >= 0).any(axis=1)
         every = nrows == R and (nrows == 0 or bool((rows == np.arange(nrows)).all()))
         stat_row = ool_rows(self.st_length if every else self.st_length[rows]) & ~bloom_row
@@ -184,8 +187,6 @@ class BlockPlan:
         self.base = base
         start = L.align8(base)
         if self.dense:
-            self.bl_len = self.bl_start = np.zeros((0, 0), np.int64)
-            self.bl_data = np.zeros(0, np.uint8)
             self.rel = np.arange(nrows, dtype=np.int64) * fixed
             self.offsets = start + self.rel
             self.nbytes = start - base + nrows * fixed
@@ -193,9 +194,6 @@ class BlockPlan:
             self._check_reach()
             return
 
-        self.bl_len = bl_len if inline_blooms else np.zeros((0, 0), np.int64)
-        self.bl_start = np.asarray(d.blooms.start, np.int64) if inline_blooms else np.zeros((0, 0), np.int64)
-        self.bl_data = np.ascontiguousarray(d.blooms.data, np.uint8).reshape(-1) if inline_blooms else np.zeros(0, np.uint8)
         ool_size = np.empty(nrows, np.int64)
         bloom_rel = np.full((nrows, ncols), -1, np.int64) if inline_blooms else np.zeros((0, 0), np.int64)
         _encode.ool_layout(self.st_length, rows, self.bl_len, L.INLINE_STAT_MAX, L.OOL_MAX_LENGTH, ool_size, bloom_rel)

@@ -25,7 +25,6 @@ from . import _offload
 from .pool import Deferred, Done
 from .ranges import chunks_in
 
-CODECS = SPLIT_CODECS  # what `_split` decodes
 ENABLED = True  # False: reads and splits ahead stay on the Python pool (pool.Deferred, pool.Split)
 FILTER_PASS = True  # False: a unit's filter pass stays in the calling thread (`kept` queues nothing)
 
@@ -119,7 +118,7 @@ def _takes(pm, c, chunks):
     col = pm.columns[c]
     ptype, max_def = int(col["physical_type"]), int(col["max_def_level"])
     if ptype not in pages.SUPPORTED_TYPES or max_def > 1 or any(
-            ch is not None and int(ch["codec"]) not in CODECS for ch in chunks):
+            ch is not None and int(ch["codec"]) not in SPLIT_CODECS for ch in chunks):
         return None
     return ptype, max_def
 
