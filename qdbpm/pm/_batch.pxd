@@ -26,7 +26,7 @@ cdef int read_at(Arena arena, int dirfd, const char* name, int64_t max_file, int
 
 cdef class Checker:
     cdef Arena arena
-    cdef bint verify
+    cdef bint verify, native
     cdef object crc
     cdef list reps_at, reps_cols
     cdef dict by_hash
@@ -39,4 +39,5 @@ cdef class Checker:
     cdef Py_ssize_t files, fcap, last
     cdef int reserve(self, Py_ssize_t extra) except -1
     cdef int reserve_file(self) except -1
+    cdef uint64_t file_crc(self, const uint8_t* f, uint64_t crc_offset) except? 0xFFFFFFFFFFFFFFFF
     cdef int check(self, int64_t at, int64_t size, object target, int8_t* status) except -1

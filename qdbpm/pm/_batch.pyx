@@ -22,6 +22,7 @@ from libc.string cimport memcmp, memcpy
 from posix.stat cimport S_ISDIR, S_ISREG, fstat, struct_stat
 from posix.unistd cimport close, pread
 
+from qdbpm.pm._crc cimport crc32_raw, crc_ready
 from qdbpm.pm._validate cimport Plan, names_ok, plan_of
 
 cimport numpy as cnp
@@ -51,6 +52,7 @@ cdef enum:
 # than its share (map it); not read or not valid here (open it alone: it maps or raises the error);
 # no such file, or a directory (a walker drops it; read_files' caller opens it alone and fails)
 OK, LARGE, SOLO, MISSING = STATUS_OK, STATUS_LARGE, STATUS_SOLO, STATUS_MISSING
+NATIVE_CRC = True  # tests: False checks every CRC through the `crc` callable (the fallback)
 CONSTANTS = {"HEADER_SIZE": HEADER_SIZE, "COLUMN_SIZE": COLUMN_SIZE, "MIN_COMMITTED_SIZE": MIN_COMMITTED_SIZE,
              "CRC_START": CRC_START, "BLOCK_NUM_ROWS_SIZE": BLOCK_NUM_ROWS_SIZE,
              "COLUMN_AT": {"name_offset": C_NAME_OFFSET, "name_length": C_NAME_LENGTH}}
@@ -236,6 +238,7 @@ cdef class Checker:
 
     def __cinit__(self, Arena arena, bint verify, crc):
         self.arena, self.verify, self.crc = arena, verify, crc
+        self.native = NATIVE_CRC and crc_ready()
         self.reps_at, self.reps_cols, self.by_hash = [], [], {}
         self.blocks, self.rows, self.used, self.cap = NULL, NULL, 0, 0
         self.first, self.count, self.sid, self.files, self.fcap, self.last = NULL, NULL, NULL, 0, 0, -1
@@ -269,6 +272,14 @@ cdef class Checker:
         self.fcap = cap
         return 0
 
+    cdef uint64_t file_crc(self, const uint8_t* f, uint64_t crc_offset) except? 0xFFFFFFFFFFFFFFFF:
+        """The CRC of f[CRC_START : crc_offset] (plan_of: inside the file): ISA-L's function called
+        directly where _crc found it, else `crc` (pm/crc.py's, the same ISA-L code behind Python)."""
+        if self.native:
+            return crc32_raw(0, f + CRC_START, <size_t>(crc_offset - CRC_START))
+        return self.crc(PyMemoryView_FromMemory(<char*>f + CRC_START, <Py_ssize_t>(crc_offset - CRC_START),
+                                                PyBUF_READ)) & 0xFFFFFFFF
+
     cdef int check(self, int64_t at, int64_t size, object target, int8_t* status) except -1:
         """Check the next file (its committed bytes at `at`, `size` long, when *status is
         STATUS_OK): plan_of for snapshot `target` (None: the latest) and the CRC; a file that
@@ -277,7 +288,7 @@ cdef class Checker:
         cdef Plan pl
         cdef uint64_t h
         cdef Py_ssize_t me = self.files, r, rgc, j = -1  # this file's index
-        cdef const int64_t[::1] offs
+        cdef const int64_t* offs
         self.reserve_file()
         self.first[me], self.count[me], self.sid[me] = self.used, 0, -1
         self.files += 1
@@ -291,8 +302,7 @@ cdef class Checker:
             status[0] = STATUS_SOLO
             return 0
         pl = <Plan>obj
-        if self.verify and (self.crc(PyMemoryView_FromMemory(<char*>f + CRC_START, <Py_ssize_t>(pl.crc_offset - CRC_START),
-                                                             PyBUF_READ)) & 0xFFFFFFFF) != pl.stored_crc:
+        if self.verify and self.file_crc(f, pl.crc_offset) != pl.stored_crc:
             status[0] = STATUS_SOLO  # the one-file open raises the checksum error
             return 0
         # a table's partitions mostly share one schema: the last file's first, then by hash
@@ -319,8 +329,8 @@ cdef class Checker:
                 self.reps_cols.append(pl.column_count)
         self.sid[me] = j
         self.last = j
-        offs = pl.block_offsets
-        rgc = offs.shape[0]
+        offs = <const int64_t*>cnp.PyArray_DATA(pl.block_offsets)  # plan_of's int64 array, rgc long
+        rgc = <Py_ssize_t>pl.row_group_count
         self.reserve(rgc)
         for r in range(rgc):
             self.blocks[self.used + r] = at + offs[r]  # plan_of: inside the file's committed bytes

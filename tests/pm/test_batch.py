@@ -119,6 +119,24 @@ def test_mutants_agree_with_one_file_opens(seeds, tmp_path):
         assert taken > 100 and left > 300, (taken, left)  # both verdicts well exercised
 
 
+def test_both_crc_paths_give_the_same_verdicts(seeds, tmp_path, monkeypatch):
+    # The Checker calls ISA-L's CRC from C (pm/_crc) where it can, else pm/crc.py's function:
+    # on mutants whose CRC is left stale or made right, both take and leave the same files.
+    rnd = random.Random(20261130)
+    names = sorted(seeds)
+    blobs = []
+    for i in range(400):
+        m = bytearray(mutate(seeds[rnd.choice(names)], rnd))
+        blobs.append(bytes(fix_crc(m) if i % 2 else m))
+    paths = write_all(str(tmp_path), blobs)
+    native = PmBatch(paths)
+    monkeypatch.setattr(_batch, "NATIVE_CRC", False)
+    fallback = PmBatch(paths)
+    assert np.array_equal(native.ok, fallback.ok) and np.array_equal(native.status, fallback.status)
+    assert 50 < native.ok.sum() < len(paths) - 50, native.ok.sum()
+    assert_agrees(native, paths)
+
+
 def test_the_walk_checks_each_file_as_it_reads_it_and_agrees(seeds, tmp_path):
     # listing.read_partitions checks each `_pm` right after reading it (Checker), in directory
     # order, and lays the results out in sorted order: the same verdicts, schema ids and

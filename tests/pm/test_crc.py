@@ -62,3 +62,20 @@ def test_backend_is_isal_when_installed_and_zlib_otherwise(monkeypatch):
         monkeypatch.undo()
         importlib.reload(crc)
     assert crc.BACKEND in ("isal", "zlib")
+
+
+def test_the_kernels_crc_is_isal_called_from_c_and_equals_zlib():
+    # pm/_crc.pyx: ISA-L's crc32_gzip_refl taken from isal's extension, which pm/_batch calls
+    # once per file without Python; zlib.crc32 is its reference.
+    from qdbpm.pm import _crc
+
+    assert crc.BACKEND == "isal" and _crc.READY  # isal is a dependency: README's install has it
+    rng = np.random.default_rng(20261130)
+    data = rng.integers(0, 256, 70_000, dtype=np.uint8).tobytes()
+    for n in list(range(0, 260)) + [4095, 4096, 6000, 65_537]:
+        start = int(rng.integers(0, 64))
+        part = data[start:start + n]
+        init = int(rng.integers(0, 1 << 32))
+        assert _crc.crc32(part) == zlib.crc32(part)
+        assert _crc.crc32(part, init) == zlib.crc32(part, init)
+    assert _crc.crc32(EXAMPLE_A[8:188]) == 0x4D402CF8
