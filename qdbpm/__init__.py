@@ -5,6 +5,12 @@ The public names (docs/api.md) are loaded on first use (PEP 562), so `import qdb
 """
 
 import importlib
+import sys
+
+# The kernels load little-endian fields with plain loads (pm/_validate, prune/_bounds, ...):
+# a big-endian host is refused here rather than given wrong answers.
+if sys.byteorder != "little":  # pragma: no cover - no big-endian machine runs the suite
+    raise ImportError("qdbpm supports little-endian hosts only")
 
 __version__ = "0.1.0"
 

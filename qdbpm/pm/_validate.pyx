@@ -19,6 +19,7 @@ by the test).
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort
+from libc.string cimport memcpy
 
 cimport numpy as cnp
 
@@ -366,23 +367,26 @@ cdef bint offsets_apart(const int64_t* offs, uint64_t rgc, uint64_t fixed) noexc
 
 cdef bint check_chunks(Src* s, const int64_t* offs, uint64_t rgc, uint64_t ncols, uint64_t fixed,
                        uint64_t limit) noexcept:
-    """Codecs, inline stat sizes, and out-of-line stats inside the block region."""
-    cdef uint64_t i, c, rec, ool_base, ref, rel, ln
-    cdef uint64_t fl, sz
+    """Codecs, inline stat sizes, and out-of-line stats inside the block region. The fields are
+    loaded directly, not through rd: a block found to lie inside the buffer holds its records."""
+    cdef uint64_t i, c, ool_base, ref, rel, ln
+    cdef uint8_t fl, sz
+    cdef const uint8_t* r
     for i in range(rgc):
+        if <uint64_t>offs[i] > s.n or fixed > s.n - <uint64_t>offs[i]:  # check_blocks' bound, restated here
+            return False
         ool_base = <uint64_t>offs[i] + fixed
+        r = s.p + offs[i] + BLOCK_NUM_ROWS_SIZE
         for c in range(ncols):
-            rec = <uint64_t>offs[i] + BLOCK_NUM_ROWS_SIZE + CHUNK_SIZE * c
-            if rd(s, rec + K_CODEC, 1) > CODEC_MAX:
+            if r[K_CODEC] > CODEC_MAX:
                 return False
-            fl = rd(s, rec + K_STAT_FLAGS, 1)
-            sz = rd(s, rec + K_STAT_SIZES, 1)
+            fl, sz = r[K_STAT_FLAGS], r[K_STAT_SIZES]
             if fl & STAT_MIN_PRESENT:
                 if fl & STAT_MIN_INLINED:
                     if (sz & 0xF) > INLINE_STAT_MAX:
                         return False
                 else:
-                    ref = rd(s, rec + K_MIN_STAT, 8)
+                    memcpy(&ref, r + K_MIN_STAT, 8)  # little-endian hosts only (qdbpm/__init__.py refuses others)
                     rel, ln = ref >> OOL_LENGTH_BITS, ref & OOL_MAX_LENGTH
                     if rel > limit or ool_base + rel + ln > limit:
                         return False
@@ -391,10 +395,11 @@ cdef bint check_chunks(Src* s, const int64_t* offs, uint64_t rgc, uint64_t ncols
                     if (sz >> STAT_SIZES_MAX_SHIFT) & 0xF > INLINE_STAT_MAX:
                         return False
                 else:
-                    ref = rd(s, rec + K_MAX_STAT, 8)
+                    memcpy(&ref, r + K_MAX_STAT, 8)
                     rel, ln = ref >> OOL_LENGTH_BITS, ref & OOL_MAX_LENGTH
                     if rel > limit or ool_base + rel + ln > limit:
                         return False
+            r += CHUNK_SIZE
     return not s.oob
 
 
