@@ -63,7 +63,7 @@ cdef enum:
 
 cdef inline uint64_t u64(const uint8_t* p) noexcept nogil:
     cdef uint64_t v
-    memcpy(&v, p, 8)  # little-endian hosts only (the package refuses others at import)
+    memcpy(&v, p, 8)  # little-endian hosts only (qdbpm/__init__.py refuses others)
     return v
 
 
@@ -122,8 +122,9 @@ def fixed_bounds(const uint8_t[::1] buf, const int64_t[::1] at, int pt, int mode
     cdef uint32_t w32
     with nogil:
         for i in range(n):
-            if i + AHEAD < n:
+            if i + AHEAD < n:  # both lines a record may straddle
                 QDBPM_PREFETCH(base + at[i + AHEAD])
+                QDBPM_PREFETCH(base + at[i + AHEAD] + CHUNK_SIZE - 1)
             r = base + at[i]
             flags, sizes = r[AT_FLAGS], r[AT_SIZES]
             num[i] = u64(r + AT_NUM_VALUES)
