@@ -387,7 +387,8 @@ cdef class Checker:
 def check_files(Arena arena, const int64_t[::1] at, const int64_t[::1] size, int8_t[::1] status,
                 targets, bint verify, crc):
     """Check every STATUS_OK file (plan_of for its snapshot `targets[i]`, None: the latest; the
-    CRC over [CRC_START, crc offset) with `crc(buffer) -> int` when verify); a file that fails
+    CRC over [CRC_START, crc offset) when verify: ISA-L's from C (pm/_crc), or `crc(buffer) -> int`
+    where that is not loaded or NATIVE_CRC is off: the same zlib CRC either way); a file that fails
     becomes STATUS_SOLO. Returns (rg_start int64[n + 1]: each
     file's first row group in the concatenation (0 row groups where not OK); block_at int64: each
     row group's block address in the arena; num_rows uint64; schema_id int32[n]: -1 where not OK,

@@ -417,8 +417,9 @@ def walk(root, bytes pm_name, hidden, *, bint identities=False, bint read=False,
     pm/_batch.read_files does (at, size, status: int64 / int64 / int8 arrays), else None for
     those four. `hidden`: the name prefixes never entered ('.' and/or '_'). leaf=False: list
     every directory (the leaf rule off, as on filesystems it does not hold on). crc: with `read`,
-    check each file right after reading it (pm/_batch.Checker, CRC by `crc`; a file that fails
-    becomes STATUS_SOLO) and return the Checker last, else None there. ahead: with `read` and the
+    check each file right after reading it (pm/_batch.Checker; its CRC from C, by `crc` where
+    that is not loaded; a file that fails becomes STATUS_SOLO) and return the Checker last,
+    else None there. ahead: with `read` and the
     leaf rule, a directory of this many subdirectories or more shares their lstat's and opens
     with the offload worker (`_offload.call`: this thread takes them from the front, the worker
     from the back; this thread reads every file; the answer is the same whoever opens what)."""
