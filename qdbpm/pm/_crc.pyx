@@ -2,8 +2,8 @@
 """Kernel: CRC-32 (zlib's) called from C, through ISA-L's `crc32_gzip_refl` in the `isal` package.
 
 pm/crc.py computes the same CRC through isal's Python function; a kernel that checks a thousand
-`_pm` files called it once per file, paying a memoryview, a call and a Python int each (about 5 %
-of a one-shot open of 1,000 partitions). isal's extension exports ISA-L's function, so this loads
+`_pm` files called it once per file, paying a memoryview, a call and a Python int each (5-15 %
+of the walk that opens 1,000 partitions, measured with alternating builds). isal's extension exports ISA-L's function, so this loads
 that file with dlopen (it is already mapped: pm/crc.py imported it) and calls the function
 directly, without the GIL. It is the very code the Python function runs, so no answer changes;
 where the symbol is not there, `crc_ready()` is false and callers keep the Python function.

@@ -419,10 +419,10 @@ def walk(root, bytes pm_name, hidden, *, bint identities=False, bint read=False,
     every directory (the leaf rule off, as on filesystems it does not hold on). crc: with `read`,
     check each file right after reading it (pm/_batch.Checker; its CRC from C, by `crc` where
     that is not loaded; a file that fails becomes STATUS_SOLO) and return the Checker last,
-    else None there. ahead: with `read` and the
-    leaf rule, a directory of this many subdirectories or more shares their lstat's and opens
-    with the offload worker (`_offload.call`: this thread takes them from the front, the worker
-    from the back; this thread reads every file; the answer is the same whoever opens what)."""
+    else None there. ahead: with `read` and the leaf rule, a directory of this many
+    subdirectories or more shares their lstat's and opens with the offload worker
+    (`_offload.call`: this thread takes them from the front, the worker from the back; this
+    thread reads every file; the answer is the same whoever opens what)."""
     cdef _Walk w = _Walk.__new__(_Walk)
     w.ahead = max(1, ahead)
     w.read, w.identities, w.pm_name = read, identities, pm_name
