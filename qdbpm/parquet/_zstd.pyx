@@ -19,19 +19,12 @@ allocation and no thread keeps one past its call.
 
 from libc.stdint cimport uint8_t
 
-import importlib.util
 import os
 
 import zstandard
 
+from .._dl cimport RTLD_LOCAL, RTLD_NOW, dlclose, dlopen, dlsym, module_file
 from .._pthread cimport pthread_mutex_init, pthread_mutex_lock, pthread_mutex_t, pthread_mutex_unlock
-
-cdef extern from "dlfcn.h" nogil:
-    void* dlopen(const char* filename, int flags)
-    void* dlsym(void* handle, const char* symbol)
-    int dlclose(void* handle)
-    int RTLD_NOW
-    int RTLD_LOCAL
 
 ctypedef void* (*create_t)() noexcept nogil
 ctypedef size_t (*free_t)(void* dctx) noexcept nogil
@@ -59,14 +52,8 @@ cdef int _nkept = 0
 
 def _candidates():
     """zstandard's CFFI extension (found, not imported), then the system's names."""
-    out = []
-    try:
-        spec = importlib.util.find_spec("zstandard._cffi")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.origin:
-        out.append(os.fsencode(spec.origin))
-    return out + list(SYSTEM_NAMES)
+    own = module_file("zstandard._cffi")
+    return ([] if own is None else [own]) + list(SYSTEM_NAMES)
 
 
 def _load(candidates, unsigned want):

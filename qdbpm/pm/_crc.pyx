@@ -3,24 +3,16 @@
 
 pm/crc.py computes the same CRC through isal's Python function; a kernel that checks a thousand
 `_pm` files called it once per file, paying a memoryview, a call and a Python int each (5-15 %
-of the walk that opens 1,000 partitions, measured with alternating builds). isal's extension exports ISA-L's function, so this loads
-that file with dlopen (it is already mapped: pm/crc.py imported it) and calls the function
+of the walk that opens 1,000 partitions, measured with alternating builds). isal's extension
+exports ISA-L's function, so this loads that file with dlopen (it is already mapped: pm/crc.py imported it) and calls the function
 directly, without the GIL. It is the very code the Python function runs, so no answer changes;
 where the symbol is not there, `crc_ready()` is false and callers keep the Python function.
 """
 
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 
-import importlib.util
-import os
-
+from .._dl cimport RTLD_LOCAL, RTLD_NOW, dlopen, dlsym, module_file
 from .crc import BACKEND
-
-cdef extern from "dlfcn.h" nogil:
-    void* dlopen(const char* filename, int flags)
-    void* dlsym(void* handle, const char* symbol)
-    int RTLD_NOW
-    int RTLD_LOCAL
 
 # ISA-L: zlib's crc32(buf, init) == crc32_gzip_refl(init, buf, len) (it applies the inversions)
 ctypedef uint32_t (*crc_t)(uint32_t init, const uint8_t* buf, uint64_t n) noexcept nogil
@@ -32,12 +24,10 @@ def _load():
     """Resolve the function from isal's extension (found, not imported again); False when absent."""
     global _fn
     cdef void* h
-    if BACKEND != "isal":
+    path = module_file("isal.isal_zlib") if BACKEND == "isal" else None
+    if path is None:
         return False
-    spec = importlib.util.find_spec("isal.isal_zlib")
-    if spec is None or not spec.origin:
-        return False
-    h = dlopen(os.fsencode(spec.origin), RTLD_NOW | RTLD_LOCAL)  # kept open: the module stays loaded
+    h = dlopen(<bytes>path, RTLD_NOW | RTLD_LOCAL)  # kept open: the module stays loaded
     if h == NULL:
         return False
     _fn = <crc_t>dlsym(h, b"crc32_gzip_refl")
