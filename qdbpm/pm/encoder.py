@@ -164,6 +164,11 @@ class BlockPlan:
                 r, c = np.argwhere(bad)[0]
                 raise PmError(f"bloom bitset of row group {rows[r]} column {c} is {bl_len[r, c]} bytes; "
                               "a split-block filter is a positive multiple of 32")
+            self.bl_len, self.bl_start = bl_len, np.asarray(d.blooms.start, np.int64)
+            self.bl_data = np.ascontiguousarray(d.blooms.data, np.uint8).reshape(-1)
+        else:  # the kernel's bloom inputs, empty
+            self.bl_len = self.bl_start = np.zeros((0, 0), np.int64)
+            self.bl_data = np.zeros(0, np.uint8)
         # The kernel's whole-file inputs, made contiguous once for every piece fill_rows writes.
         if d.stats is None:
             self.st_start = np.zeros((R, ncols, 2), np.int64)
@@ -177,9 +182,6 @@ class BlockPlan:
             self.stat_data = np.ascontiguousarray(np.asarray(d.stats.data, np.uint8).reshape(-1))
         self.chunk_bytes = np.ascontiguousarray(d.chunks).view(np.uint8).reshape(R, L.CHUNK_SIZE * ncols)
         self.num_rows = np.ascontiguousarray(d.num_rows, L.U64)
-        self.bl_len = bl_len if inline_blooms else np.zeros((0, 0), np.int64)
-        self.bl_start = np.asarray(d.blooms.start, np.int64) if inline_blooms else np.zeros((0, 0), np.int64)
-        self.bl_data = np.ascontiguousarray(d.blooms.data, np.uint8).reshape(-1) if inline_blooms else np.zeros(0, np.uint8)
         bloom_row = (bl_len >= 0).any(axis=1)
         every = nrows == R and (nrows == 0 or bool((rows == np.arange(nrows)).all()))
         stat_row = ool_rows(self.st_length if every else self.st_length[rows]) & ~bloom_row
